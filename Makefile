@@ -1,0 +1,47 @@
+# folio — top-level entry points. `make run` and `make test` are the two that
+# matter; each sets up dependencies and builds first.
+#
+#   make test        set-up + build + every test (ctest); CI runs this (.ci/run)
+#   make run         set-up + build + run (for now: folio-kvsim on the ShareGPT trace)
+#   make bench       set-up + build + the scheduler micro-benchmark
+#   make build       set-up + configure + build only
+#   make clean       remove the build tree
+#
+# Variables: JOBS (parallel jobs, default 2), BUILD_DIR (default build),
+# BUILD_TYPE (default RelWithDebInfo), CMAKE_ARGS (extra configure arguments).
+
+JOBS       ?= 2
+BUILD_DIR  ?= build
+BUILD_TYPE ?= RelWithDebInfo
+CMAKE_ARGS ?=
+
+# deploy/install-deps.sh must run as root: use sudo only when we are not root.
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+.PHONY: all deps configure build test run bench clean
+
+all: build
+
+deps:
+	$(SUDO) bash deploy/install-deps.sh
+
+# Re-running configure is cheap and picks up CMakeLists.txt changes.
+configure: deps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
+
+build: configure
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j$(JOBS)
+
+# Becomes `folio serve` (a whole local cluster with the demo model) once the
+# serving binaries land.
+run: build
+	$(BUILD_DIR)/bin/folio-kvsim --trace sharegpt
+
+bench: build
+	$(BUILD_DIR)/bin/folio_bench_scheduler
+
+clean:
+	rm -rf $(BUILD_DIR)

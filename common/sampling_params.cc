@@ -1,0 +1,44 @@
+#include "common/sampling_params.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace folio {
+
+absl::Status ValidateSamplingParams(const SamplingParams& p) {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (!std::isfinite(p.temperature) || p.temperature < 0.0f) {
+    return bad("temperature must be non-negative, got ", p.temperature);
+  }
+  if (p.top_k < 0) return bad("top_k must be >= 0 (0 disables it), got ", p.top_k);
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return bad("top_p must be in (0, 1], got ", p.top_p);
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return bad("min_p must be in [0, 1], got ", p.min_p);
+  if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) {
+    return bad("repetition_penalty must be positive, got ", p.repetition_penalty);
+  }
+  if (!std::isfinite(p.presence_penalty) || std::fabs(p.presence_penalty) > 2.0f) {
+    return bad("presence_penalty must be in [-2, 2], got ", p.presence_penalty);
+  }
+  if (!std::isfinite(p.frequency_penalty) || std::fabs(p.frequency_penalty) > 2.0f) {
+    return bad("frequency_penalty must be in [-2, 2], got ", p.frequency_penalty);
+  }
+  if (p.logprobs < 0 || p.logprobs > 20) return bad("logprobs must be in [0, 20], got ", p.logprobs);
+  if (p.max_tokens < 1) return bad("max_tokens must be at least 1, got ", p.max_tokens);
+  if (p.n < 1) return bad("n must be at least 1, got ", p.n);
+  if (p.best_of < p.n) return bad("best_of must be >= n (", p.n, "), got ", p.best_of);
+  if (p.beam_width < 1) return bad("beam_width must be at least 1, got ", p.beam_width);
+  if (p.beam_width > 1) {
+    if (p.best_of != p.n) return bad("best_of cannot be combined with beam_width > 1");
+    if (p.n > p.beam_width) {
+      return bad("n must be <= beam_width (", p.beam_width, ") with beam search, got ", p.n);
+    }
+  }
+  if (!std::isfinite(p.length_penalty)) return bad("length_penalty must be finite");
+  for (TokenId id : p.stop_token_ids) {
+    if (id < 0) return bad("stop_token_ids must be non-negative, got ", id);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace folio

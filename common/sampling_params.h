@@ -1,0 +1,49 @@
+#ifndef FOLIO_COMMON_SAMPLING_PARAMS_H_
+#define FOLIO_COMMON_SAMPLING_PARAMS_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/types.h"
+
+namespace folio {
+
+// How one request samples and when its sequences stop. Validated once, at the
+// edge (ValidateSamplingParams); everything behind the edge trusts it.
+struct SamplingParams {
+  // Sampling distribution (applied by the worker's sampler).
+  float temperature = 1.0f;  // 0 = greedy
+  int32_t top_k = 0;         // 0 = off
+  float top_p = 1.0f;        // (0, 1]
+  float min_p = 0.0f;        // [0, 1]
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::optional<uint64_t> seed;  // deterministic per (seed, sequence, position)
+  int32_t logprobs = 0;          // how many top alternatives to return per token
+
+  // Fan-out: n returned sequences sampled from best_of candidates, or beam
+  // search with beam_width beams (beam_width > 1 excludes n/best_of > 1).
+  int32_t n = 1;
+  int32_t best_of = 1;  // >= n
+  int32_t beam_width = 1;
+  float length_penalty = 1.0f;  // beam score = cum_logprob / len^length_penalty
+
+  // Stop conditions.
+  int32_t max_tokens = 16;
+  bool ignore_eos = false;
+  std::vector<TokenId> stop_token_ids;
+
+  bool UsesBeamSearch() const { return beam_width > 1; }
+  // Sequences alive at once after the prompt: best_of samples or the beams.
+  int32_t NumParallelSequences() const { return UsesBeamSearch() ? beam_width : best_of; }
+};
+
+// INVALID_ARGUMENT naming the offending field, e.g. "top_p must be in (0, 1]".
+absl::Status ValidateSamplingParams(const SamplingParams& params);
+
+}  // namespace folio
+
+#endif  // FOLIO_COMMON_SAMPLING_PARAMS_H_

@@ -1,0 +1,57 @@
+#ifndef FOLIO_SCHEDULER_BLOCK_TABLE_H_
+#define FOLIO_SCHEDULER_BLOCK_TABLE_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "common/check.h"
+#include "common/types.h"
+
+namespace folio {
+
+// The blocks of one sequence, logical block i -> physical block id, in the
+// device pool or (while swapped out) in the host pool. Holds no references
+// itself: the KvCacheManager increments and decrements counts as it edits.
+//
+// Also tracks what the workers have not seen yet, so the next plan carries
+// only the changed tail: table[synced_prefix():].
+class BlockTable {
+ public:
+  BlockTable() = default;
+
+  const std::vector<BlockId>& blocks() const { return blocks_; }
+  int32_t size() const { return static_cast<int32_t>(blocks_.size()); }
+  bool empty() const { return blocks_.empty(); }
+  BlockId operator[](int32_t i) const { return blocks_[i]; }
+  BlockId back() const { return blocks_.back(); }
+  bool on_host() const { return on_host_; }
+
+  void Append(BlockId id) { blocks_.push_back(id); }
+  // Copy-on-write swaps in a private copy of a shared block.
+  void Replace(int32_t index, BlockId id) {
+    blocks_[index] = id;
+    synced_prefix_ = std::min(synced_prefix_, index);
+  }
+  // Replaces every id (swap between pools); the workers must get it in full.
+  void Reset(std::vector<BlockId> blocks, bool on_host) {
+    blocks_ = std::move(blocks);
+    on_host_ = on_host;
+    synced_prefix_ = 0;
+  }
+  void Clear() { Reset({}, false); }
+
+  // Length of the prefix the workers already mirror.
+  int32_t synced_prefix() const { return std::min(synced_prefix_, size()); }
+  void MarkSynced() { synced_prefix_ = size(); }
+  void MarkUnsynced() { synced_prefix_ = 0; }
+
+ private:
+  std::vector<BlockId> blocks_;
+  int32_t synced_prefix_ = 0;
+  bool on_host_ = false;
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_BLOCK_TABLE_H_

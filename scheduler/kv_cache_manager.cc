@@ -1,0 +1,245 @@
+#include "scheduler/kv_cache_manager.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+
+namespace folio {
+
+KvCacheManager::KvCacheManager(const Options& options)
+    : block_size_(options.block_size),
+      watermark_blocks_(static_cast<int32_t>(std::floor(options.watermark * options.num_device_blocks))),
+      device_pool_(options.num_device_blocks, options.enable_prefix_caching),
+      host_pool_(options.num_host_blocks, /*enable_caching=*/false) {
+  FOLIO_CHECK_GT(block_size_, 0);
+}
+
+void KvCacheManager::ExtendBlockHashes(Sequence& seq, int32_t num_tokens,
+                                       std::string_view salt) const {
+  std::vector<BlockHash>& hashes = seq.block_hashes();
+  const int32_t num_full = num_tokens / block_size_;
+  const std::vector<TokenId>& tokens = seq.tokens();
+  while (static_cast<int32_t>(hashes.size()) < num_full) {
+    const size_t i = hashes.size();
+    const BlockHash* parent = i == 0 ? nullptr : &hashes[i - 1];
+    hashes.push_back(HashBlockTokens(
+        parent, std::span<const TokenId>(tokens.data() + i * block_size_, block_size_), salt));
+  }
+}
+
+int32_t KvCacheManager::CountCachedBlocks(Sequence& seq, std::string_view salt) const {
+  if (!device_pool_.caching_enabled()) return 0;
+  // At least one token is always computed: its logits are what we sample from.
+  const int32_t max_blocks = (seq.num_tokens() - 1) / block_size_;
+  ExtendBlockHashes(seq, max_blocks * block_size_, salt);
+  int32_t found = 0;
+  while (found < max_blocks && device_pool_.Lookup(seq.block_hashes()[found]) != kNoBlock) {
+    ++found;
+  }
+  return found;
+}
+
+AllocStatus KvCacheManager::CanAdmit(std::span<Sequence* const> seqs, std::string_view salt) {
+  int32_t needed = 0;
+  int32_t longest = 0;
+  for (Sequence* seq : seqs) {
+    FOLIO_CHECK(seq->block_table().empty());
+    const int32_t blocks = BlocksForTokens(seq->num_tokens() + 1);
+    longest = std::max(longest, blocks);
+    const int32_t cached = CountCachedBlocks(*seq, salt);
+    needed += blocks - cached;
+    // A hit on a free cached block takes it out of the free pool too.
+    for (int32_t i = 0; i < cached; ++i) {
+      if (device_pool_.ref_count(device_pool_.Lookup(seq->block_hashes()[i])) == 0) ++needed;
+    }
+  }
+  if (longest > device_pool_.num_blocks()) return AllocStatus::kNever;
+  return device_pool_.num_free_blocks() - needed >= watermark_blocks_ ? AllocStatus::kOk
+                                                                      : AllocStatus::kLater;
+}
+
+int32_t KvCacheManager::AttachCachedPrefix(Sequence& seq, std::string_view salt) {
+  FOLIO_CHECK(seq.block_table().empty());
+  const int32_t cached = CountCachedBlocks(seq, salt);
+  for (int32_t i = 0; i < cached; ++i) {
+    const BlockId id = device_pool_.Lookup(seq.block_hashes()[i]);
+    device_pool_.IncRef(id);
+    seq.block_table().Append(id);
+  }
+  seq.set_num_computed_tokens(cached * block_size_);
+  prefix_stats_.queries += seq.num_tokens();
+  prefix_stats_.hits += cached * block_size_;
+  return cached * block_size_;
+}
+
+int32_t KvCacheManager::BlocksNeeded(std::span<Sequence* const> seqs,
+                                     std::span<const int32_t> num_new_tokens,
+                                     int32_t reserve_tokens) const {
+  FOLIO_CHECK_EQ(seqs.size(), num_new_tokens.size());
+  // Sequences of one group share blocks: once one of them copies a shared
+  // block, the others hold one reference fewer.
+  absl::flat_hash_map<BlockId, int32_t> released;
+  int32_t needed = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const Sequence& seq = *seqs[s];
+    const BlockTable& table = seq.block_table();
+    const int32_t end = seq.num_computed_tokens() + num_new_tokens[s];
+    const int32_t want = BlocksForTokens(std::max(end, reserve_tokens));
+    needed += std::max(0, want - table.size());
+    if (num_new_tokens[s] == 0) continue;
+    const int32_t last_written = std::min(BlocksForTokens(end), table.size());
+    for (int32_t i = seq.num_computed_tokens() / block_size_; i < last_written; ++i) {
+      const BlockId id = table[i];
+      auto it = released.find(id);
+      const int32_t refs = device_pool_.ref_count(id) - (it == released.end() ? 0 : it->second);
+      if (refs > 1) {
+        ++needed;
+        ++released[id];
+      }
+    }
+  }
+  return needed;
+}
+
+bool KvCacheManager::AllocateSlots(Sequence& seq, int32_t num_new_tokens, int32_t reserve_tokens,
+                                   std::string_view salt, std::vector<BlockCopy>* copies) {
+  BlockTable& table = seq.block_table();
+  FOLIO_CHECK(!table.on_host());
+  Sequence* one[] = {&seq};
+  const int32_t counts[] = {num_new_tokens};
+  if (BlocksNeeded(one, counts, reserve_tokens) > device_pool_.num_free_blocks()) return false;
+
+  const int32_t begin = seq.num_computed_tokens();
+  const int32_t end = begin + num_new_tokens;
+  FOLIO_CHECK_LE(end, seq.num_tokens());
+  // Copy-on-write: a block about to be written must be ours alone.
+  if (num_new_tokens > 0) {
+    const int32_t last_written = std::min(BlocksForTokens(end), table.size());
+    for (int32_t i = begin / block_size_; i < last_written; ++i) {
+      const BlockId shared = table[i];
+      if (device_pool_.ref_count(shared) == 1) continue;
+      const BlockId own = device_pool_.Allocate();
+      FOLIO_CHECK_NE(own, kNoBlock);
+      // Only slots before `begin` hold KV worth copying.
+      if (i * block_size_ < begin) copies->push_back({shared, own});
+      device_pool_.DecRef(shared);
+      table.Replace(i, own);
+    }
+  }
+  const int32_t want = BlocksForTokens(std::max(end, reserve_tokens));
+  while (table.size() < want) {
+    const BlockId id = device_pool_.Allocate();
+    FOLIO_CHECK_NE(id, kNoBlock);
+    table.Append(id);
+  }
+  // Blocks this step fills become prefix-cache entries.
+  if (device_pool_.caching_enabled()) {
+    ExtendBlockHashes(seq, end, salt);
+    for (int32_t i = begin / block_size_; i < end / block_size_; ++i) {
+      device_pool_.RegisterHash(table[i], seq.block_hashes()[i]);
+    }
+  }
+  return true;
+}
+
+void KvCacheManager::Fork(const Sequence& parent, Sequence& child) {
+  FOLIO_CHECK(child.block_table().empty());
+  FOLIO_CHECK(!parent.block_table().on_host());
+  for (BlockId id : parent.block_table().blocks()) {
+    device_pool_.IncRef(id);
+    child.block_table().Append(id);
+  }
+}
+
+void KvCacheManager::Free(Sequence& seq) {
+  BlockTable& table = seq.block_table();
+  BlockPool& pool = table.on_host() ? host_pool_ : device_pool_;
+  // Tail first: the end of a sequence is the least likely to be shared, so
+  // its cached blocks should be evicted before its prefix.
+  for (int32_t i = table.size() - 1; i >= 0; --i) pool.DecRef(table[i]);
+  table.Clear();
+}
+
+int32_t KvCacheManager::NumUniqueBlocks(std::span<Sequence* const> seqs) const {
+  absl::flat_hash_map<BlockId, bool> seen;
+  for (const Sequence* seq : seqs) {
+    for (BlockId id : seq->block_table().blocks()) seen.try_emplace(id, true);
+  }
+  return static_cast<int32_t>(seen.size());
+}
+
+bool KvCacheManager::CanSwapOut(std::span<Sequence* const> seqs) const {
+  return NumUniqueBlocks(seqs) <= host_pool_.num_free_blocks();
+}
+
+bool KvCacheManager::CanSwapIn(std::span<Sequence* const> seqs) const {
+  // Room for the blocks plus one new block per sequence to grow into.
+  const int32_t needed = NumUniqueBlocks(seqs) + static_cast<int32_t>(seqs.size());
+  return device_pool_.num_free_blocks() - needed >= watermark_blocks_;
+}
+
+void KvCacheManager::SwapOut(std::span<Sequence* const> seqs, std::vector<BlockCopy>* ops) {
+  FOLIO_CHECK(CanSwapOut(seqs));
+  MoveBetweenPools(seqs, device_pool_, host_pool_, /*to_host=*/true, ops);
+}
+
+void KvCacheManager::SwapIn(std::span<Sequence* const> seqs, std::vector<BlockCopy>* ops) {
+  FOLIO_CHECK_LE(NumUniqueBlocks(seqs), device_pool_.num_free_blocks());
+  MoveBetweenPools(seqs, host_pool_, device_pool_, /*to_host=*/false, ops);
+}
+
+void KvCacheManager::MoveBetweenPools(std::span<Sequence* const> seqs, BlockPool& from,
+                                      BlockPool& to, bool to_host, std::vector<BlockCopy>* ops) {
+  absl::flat_hash_map<BlockId, BlockId> moved;  // from-pool id -> to-pool id
+  for (Sequence* seq : seqs) {
+    BlockTable& table = seq->block_table();
+    FOLIO_CHECK_EQ(table.on_host(), !to_host);
+    std::vector<BlockId> new_ids;
+    new_ids.reserve(table.size());
+    for (BlockId id : table.blocks()) {
+      auto [it, inserted] = moved.try_emplace(id, kNoBlock);
+      if (inserted) {
+        it->second = to.Allocate();
+        FOLIO_CHECK_NE(it->second, kNoBlock);
+        ops->push_back({id, it->second});
+      } else {
+        to.IncRef(it->second);
+      }
+      new_ids.push_back(it->second);
+    }
+    for (int32_t i = table.size() - 1; i >= 0; --i) from.DecRef(table[i]);
+    table.Reset(std::move(new_ids), to_host);
+  }
+}
+
+absl::Status KvCacheManager::CheckInvariants(std::span<const Sequence* const> live) const {
+  std::vector<int32_t> device_refs(device_pool_.num_blocks(), 0);
+  std::vector<int32_t> host_refs(host_pool_.num_blocks(), 0);
+  for (const Sequence* seq : live) {
+    const BlockTable& table = seq->block_table();
+    std::vector<int32_t>& refs = table.on_host() ? host_refs : device_refs;
+    for (BlockId id : table.blocks()) {
+      if (id < 0 || id >= static_cast<BlockId>(refs.size())) {
+        return absl::InternalError(absl::StrCat("sequence ", seq->id(), " holds bad block ", id));
+      }
+      ++refs[id];
+    }
+    if (table.size() < BlocksForTokens(seq->num_computed_tokens())) {
+      return absl::InternalError(absl::StrCat("sequence ", seq->id(), " has ",
+                                              seq->num_computed_tokens(),
+                                              " computed tokens but ", table.size(), " blocks"));
+    }
+  }
+  if (absl::Status s = device_pool_.CheckConsistency(device_refs); !s.ok()) {
+    return absl::InternalError(absl::StrCat("device pool: ", s.message()));
+  }
+  if (absl::Status s = host_pool_.CheckConsistency(host_refs); !s.ok()) {
+    return absl::InternalError(absl::StrCat("host pool: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace folio

@@ -1,0 +1,124 @@
+#ifndef FOLIO_SCHEDULER_KV_CACHE_MANAGER_H_
+#define FOLIO_SCHEDULER_KV_CACHE_MANAGER_H_
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/step_plan.h"
+#include "scheduler/block_pool.h"
+#include "scheduler/sequence.h"
+
+namespace folio {
+
+// Answer to "can this request start (or resume) now?".
+enum class AllocStatus {
+  kOk,     // enough free blocks now
+  kLater,  // not now; it fits once others finish
+  kNever,  // cannot fit even in an empty pool
+};
+
+// Owns the global block tables' memory: a device pool and a host (swap) pool.
+// The scheduler only asks it questions and applies its answers; every block
+// operation the workers must perform comes back as BlockCopy ops.
+//
+// Thread-compatible: called only from the scheduler's engine loop.
+class KvCacheManager {
+ public:
+  struct Options {
+    int32_t block_size = 16;
+    int32_t num_device_blocks = 0;
+    int32_t num_host_blocks = 0;
+    bool enable_prefix_caching = true;
+    // Share of device blocks kept free at admission and swap-in, so a newly
+    // admitted batch does not preempt at once.
+    double watermark = 0.01;
+  };
+
+  struct PrefixCacheStats {
+    int64_t queries = 0;  // prompt tokens looked up
+    int64_t hits = 0;     // of those, found in the cache
+  };
+
+  explicit KvCacheManager(const Options& options);
+  KvCacheManager(const KvCacheManager&) = delete;
+  KvCacheManager& operator=(const KvCacheManager&) = delete;
+
+  int32_t block_size() const { return block_size_; }
+  int32_t BlocksForTokens(int32_t num_tokens) const {
+    return (num_tokens + block_size_ - 1) / block_size_;
+  }
+  const BlockPool& device_pool() const { return device_pool_; }
+  const BlockPool& host_pool() const { return host_pool_; }
+  const PrefixCacheStats& prefix_cache_stats() const { return prefix_stats_; }
+  int32_t watermark_blocks() const { return watermark_blocks_; }
+
+  // Admission of sequences with empty tables (new or recompute-resumed):
+  // room for all their current tokens plus one more each, counting prefix-
+  // cache hits, above the watermark? kNever when even an empty pool could not
+  // hold the longest of them.
+  // Memoizes the sequences' block hashes.
+  AllocStatus CanAdmit(std::span<Sequence* const> seqs, std::string_view salt);
+
+  // Attaches the cached full blocks matching the start of `seq` (empty table)
+  // and marks those tokens computed. Always leaves at least one token to
+  // compute. Returns the number of tokens found in the cache.
+  int32_t AttachCachedPrefix(Sequence& seq, std::string_view salt);
+
+  // Device blocks that AllocateSlots would take for these sequences, applied
+  // in order (copy-on-write included). `reserve_tokens` makes each table
+  // cover at least that many tokens (reservation policies; 0 = on demand).
+  int32_t BlocksNeeded(std::span<Sequence* const> seqs, std::span<const int32_t> num_new_tokens,
+                       int32_t reserve_tokens) const;
+  int32_t num_free_device_blocks() const { return device_pool_.num_free_blocks(); }
+
+  // Makes room for tokens [num_computed, num_computed + num_new_tokens) of
+  // `seq`: appends blocks, and copies any shared block about to be written
+  // (copy-on-write, recorded in `copies`). Registers newly full blocks in the
+  // prefix cache. Returns false, changing nothing, when the pool is short.
+  // REQUIRES: seq's table is on the device.
+  bool AllocateSlots(Sequence& seq, int32_t num_new_tokens, int32_t reserve_tokens,
+                     std::string_view salt, std::vector<BlockCopy>* copies);
+
+  // `child` (empty table) shares every block of `parent`.
+  void Fork(const Sequence& parent, Sequence& child);
+
+  // Releases the sequence's blocks (device or host). Cached blocks stay
+  // reusable until evicted. The table ends empty and on the device.
+  void Free(Sequence& seq);
+
+  // Swap a group's blocks between pools, keeping blocks shared between its
+  // sequences shared. Ops are (src, dst) pairs for the workers.
+  int32_t NumUniqueBlocks(std::span<Sequence* const> seqs) const;
+  bool CanSwapOut(std::span<Sequence* const> seqs) const;
+  void SwapOut(std::span<Sequence* const> seqs, std::vector<BlockCopy>* ops);
+  bool CanSwapIn(std::span<Sequence* const> seqs) const;
+  void SwapIn(std::span<Sequence* const> seqs, std::vector<BlockCopy>* ops);
+
+  // Every block is free, cached-evictable or in use; each block's reference
+  // count equals the number of tables (of `live`) that hold it; the free
+  // queues and prefix-cache map agree with the counts.
+  absl::Status CheckInvariants(std::span<const Sequence* const> live) const;
+
+ private:
+  // Hashes the full blocks of seq's first `num_tokens` tokens not hashed yet.
+  void ExtendBlockHashes(Sequence& seq, int32_t num_tokens, std::string_view salt) const;
+  // Leading blocks of seq found in the prefix cache, leaving >= 1 token to compute.
+  int32_t CountCachedBlocks(Sequence& seq, std::string_view salt) const;
+  void MoveBetweenPools(std::span<Sequence* const> seqs, BlockPool& from, BlockPool& to,
+                        bool to_host, std::vector<BlockCopy>* ops);
+
+  // Const after construction.
+  const int32_t block_size_;
+  const int32_t watermark_blocks_;
+
+  BlockPool device_pool_;
+  BlockPool host_pool_;
+  PrefixCacheStats prefix_stats_;
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_KV_CACHE_MANAGER_H_

@@ -1,0 +1,74 @@
+#ifndef FOLIO_SCHEDULER_REQUEST_H_
+#define FOLIO_SCHEDULER_REQUEST_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/sampling_params.h"
+#include "common/types.h"
+#include "scheduler/sequence.h"
+
+namespace folio {
+
+enum class RequestStatus : uint8_t { kWaiting, kRunning, kSwapped, kFinished };
+
+// A finished beam of beam search: a snapshot, it holds no blocks.
+struct FinishedBeam {
+  std::vector<TokenId> output_tokens;
+  std::vector<float> output_logprobs;
+  double cumulative_logprob = 0.0;
+  double score = 0.0;  // cumulative_logprob / length^length_penalty
+  FinishReason reason = FinishReason::kNone;
+};
+
+// What the caller hands the scheduler. Validated by Scheduler::AddRequest.
+struct RequestSpec {
+  RequestId id = 0;
+  std::vector<TokenId> prompt;
+  SamplingParams sampling;
+  int32_t priority = 0;  // lower value = more important (priority policy)
+  std::string cache_salt;
+  std::vector<TokenId> eos_token_ids;
+  // Known output length, for the oracle and pow2 reservation policies of
+  // benchmarks and the simulator; -1 when unknown.
+  int32_t expected_output_len = -1;
+};
+
+// A group of 1..n sequences sharing one prompt, and where it stands.
+struct Request {
+  RequestSpec spec;
+  uint64_t arrival = 0;  // admission order, ties broken by it
+  RequestStatus status = RequestStatus::kWaiting;
+
+  // Sequences still generating (beam search: the live beams).
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  // Sequences done generating (sampling), in finishing order.
+  std::vector<std::unique_ptr<Sequence>> finished_seqs;
+  std::vector<FinishedBeam> finished_beams;
+
+  // True once the prompt fanned out into best_of samples or beams.
+  bool fanned_out = false;
+  // A recompute-preempted request resumes from the front of the queue.
+  bool preempted = false;
+  int32_t num_cached_prompt_tokens = 0;  // prefix-cache hit at first admission
+  bool counted_cached_prompt = false;
+  int32_t num_preemptions = 0;
+  // Token slots reserved at admission (reservation policies), 0 = on demand.
+  int32_t reserved_tokens = 0;
+  std::string error;  // why it finished with kError / kLength at admission
+
+  int32_t num_prompt_tokens() const { return static_cast<int32_t>(spec.prompt.size()); }
+  std::vector<Sequence*> LiveSequences() const {
+    std::vector<Sequence*> out;
+    out.reserve(seqs.size());
+    for (const auto& s : seqs) out.push_back(s.get());
+    return out;
+  }
+  int32_t num_live_sequences() const { return static_cast<int32_t>(seqs.size()); }
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_REQUEST_H_

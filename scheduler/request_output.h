@@ -1,0 +1,37 @@
+#ifndef FOLIO_SCHEDULER_REQUEST_OUTPUT_H_
+#define FOLIO_SCHEDULER_REQUEST_OUTPUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/types.h"
+#include "scheduler/sequence.h"
+
+namespace folio {
+
+// New tokens of one output sequence since the last output. Requests that
+// return every sequence as it grows (n == best_of, no beam search) stream
+// deltas; best_of > n and beam search choose their winners at the end, so
+// they report once, in full, in rank order.
+struct SequenceOutput {
+  int32_t index = 0;  // 0..n-1
+  std::vector<TokenId> token_ids;
+  std::vector<float> logprobs;
+  FinishReason finish_reason = FinishReason::kNone;
+  double cumulative_logprob = 0.0;
+};
+
+struct RequestOutput {
+  RequestId request_id = 0;
+  std::vector<SequenceOutput> sequences;
+  bool finished = false;
+  std::string error;  // set when the request could not be served
+  int32_t num_prompt_tokens = 0;
+  int32_t num_cached_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;  // over all returned sequences, so far
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_REQUEST_OUTPUT_H_

@@ -1,0 +1,429 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "scheduler/reservation_space.h"
+
+namespace folio {
+
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& config) {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  return std::unique_ptr<Scheduler>(new Scheduler(config));
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config)
+    : config_(config),
+      kv_(KvCacheManager::Options{.block_size = config.block_size,
+                                  .num_device_blocks = config.num_device_blocks,
+                                  .num_host_blocks = config.num_host_blocks,
+                                  .enable_prefix_caching = config.enable_prefix_caching,
+                                  .watermark = config.watermark}),
+      waiting_(config.policy == SchedulingPolicy::kPriority),
+      running_(config.policy == SchedulingPolicy::kPriority),
+      swapped_(config.policy == SchedulingPolicy::kPriority) {}
+
+absl::Status Scheduler::AddRequest(RequestSpec spec) {
+  if (requests_.contains(spec.id)) {
+    return absl::AlreadyExistsError(absl::StrCat("request id ", spec.id, " is already in use"));
+  }
+  if (spec.prompt.empty()) return absl::InvalidArgumentError("prompt must not be empty");
+  for (TokenId t : spec.prompt) {
+    if (t < 0) return absl::InvalidArgumentError(absl::StrCat("prompt token id ", t, " is negative"));
+  }
+  if (absl::Status s = ValidateSamplingParams(spec.sampling); !s.ok()) return s;
+  const int32_t parallel = spec.sampling.NumParallelSequences();
+  if (parallel > config_.max_parallel_sequences) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec.sampling.UsesBeamSearch() ? "beam_width" : "best_of", " must be at most ",
+        config_.max_parallel_sequences, ", got ", parallel));
+  }
+  if ((config_.reservation == ReservationPolicy::kOracle ||
+       config_.reservation == ReservationPolicy::kPow2) &&
+      spec.expected_output_len < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected_output_len is required by the ", ReservationPolicyName(config_.reservation),
+        " reservation policy"));
+  }
+  auto request = std::make_unique<Request>();
+  request->arrival = next_arrival_++;
+  request->seqs.push_back(
+      std::make_unique<Sequence>(next_seq_id_++, spec.id, /*index=*/0, spec.prompt));
+  request->spec = std::move(spec);
+  Request* r = request.get();
+  sequences_[r->seqs[0]->id()] = r->seqs[0].get();
+  requests_[r->spec.id] = std::move(request);
+  waiting_.Insert(r);
+  return absl::OkStatus();
+}
+
+int32_t Scheduler::num_running_sequences() const {
+  int32_t n = 0;
+  for (const Request* r : running_) n += r->num_live_sequences();
+  return n;
+}
+
+int32_t Scheduler::SequenceSlots(const Request& r) const {
+  // A request still before its fan-out will need all its parallel sequences.
+  return r.fanned_out ? r.num_live_sequences()
+                      : std::max(r.num_live_sequences(), r.spec.sampling.NumParallelSequences());
+}
+
+int32_t Scheduler::ReservationFor(const Request& r) const {
+  const int32_t final_len = r.num_prompt_tokens() + r.spec.expected_output_len;
+  switch (config_.reservation) {
+    case ReservationPolicy::kNone: return 0;
+    case ReservationPolicy::kMax: return config_.max_model_len;
+    case ReservationPolicy::kPow2:
+      return std::min<int32_t>(config_.max_model_len,
+                               static_cast<int32_t>(std::bit_ceil(static_cast<uint32_t>(final_len))));
+    case ReservationPolicy::kOracle: return std::min(config_.max_model_len, final_len);
+  }
+  return 0;
+}
+
+StepPlan Scheduler::Schedule() {
+  FOLIO_CHECK(!awaiting_update_);
+  awaiting_update_ = true;
+  StepPlan plan;
+  plan.step_id = next_step_++;
+  plan.finished_seq_ids = std::move(pending_finished_ids_);
+  pending_finished_ids_.clear();
+  scheduled_.clear();
+  ++stats_.num_steps;
+
+  int32_t budget = config_.max_num_batched_tokens;
+  bool preempted = false;
+  ScheduleRunning(plan, budget, preempted);
+  int32_t seq_slots = 0;
+  for (const Request* r : running_) seq_slots += SequenceSlots(*r);
+  // Memory ran short this step: admitting more would only preempt again.
+  if (!preempted) ScheduleSwapped(plan, budget, seq_slots);
+  // Swapped requests go first, or they could starve behind new arrivals.
+  if (!preempted && swapped_.empty()) ScheduleWaiting(plan, budget, seq_slots);
+
+  BuildPlanEntries(plan);
+  MaybeCheckInvariants();
+  return plan;
+}
+
+bool Scheduler::PlanTokens(const Request& r, int32_t budget, std::vector<int32_t>& counts,
+                           bool& sample) const {
+  counts.clear();
+  int32_t total = 0;
+  for (const auto& seq : r.seqs) {
+    counts.push_back(seq->num_pending_tokens());
+    total += counts.back();
+  }
+  // Everything fits: compute it all and sample every sequence together (beam
+  // search and fan-out need all of a request's sequences in the same step).
+  if (total <= budget) {
+    sample = true;
+    return total > 0;
+  }
+  // Otherwise chunked prefill: catch up all but each sequence's last token.
+  sample = false;
+  int32_t left = budget;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    counts[i] = std::min(counts[i] - 1, left);
+    left -= counts[i];
+  }
+  return left < budget;
+}
+
+void Scheduler::Commit(Request& r, const std::vector<int32_t>& counts, bool sample,
+                       StepPlan& plan, int32_t& budget) {
+  const SamplingParams& sp = r.spec.sampling;
+  SampleMode mode = SampleMode::kNone;
+  int32_t num_samples = 0;
+  if (sample) {
+    if (sp.UsesBeamSearch()) {
+      mode = SampleMode::kBeamCandidates;
+      num_samples = 2 * sp.beam_width;
+    } else {
+      mode = SampleMode::kSample;
+      num_samples = r.fanned_out ? 1 : sp.best_of;
+    }
+  }
+  for (size_t i = 0; i < r.seqs.size(); ++i) {
+    Sequence& seq = *r.seqs[i];
+    const bool ok = kv_.AllocateSlots(seq, counts[i], r.reserved_tokens, r.spec.cache_salt,
+                                      &plan.copies);
+    FOLIO_CHECK(ok);
+    if (counts[i] == 0) continue;
+    scheduled_.push_back({&seq, &r, counts[i], mode, num_samples});
+    budget -= counts[i];
+  }
+}
+
+void Scheduler::ScheduleRunning(StepPlan& plan, int32_t& budget, bool& preempted) {
+  std::vector<int32_t> counts;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Request& r = *running_[i];
+    bool sample = false;
+    if (budget <= 0) break;
+    if (!PlanTokens(r, budget, counts, sample)) continue;
+    std::vector<Sequence*> seqs = r.LiveSequences();
+    bool dropped = false;
+    while (kv_.BlocksNeeded(seqs, counts, r.reserved_tokens) > kv_.num_free_device_blocks()) {
+      // The victim is the least important running request: the last one.
+      Request& victim = *running_.back();
+      if (&victim == &r && running_.size() == 1) {
+        // Alone and still short: the pool can never hold this request's
+        // next tokens. Stop it rather than wait forever.
+        pending_outputs_.push_back(FinishRequest(r, FinishReason::kLength,
+                      absl::StrCat("the KV cache (", kv_.device_pool().num_blocks(),
+                                   " blocks) cannot hold this request's next tokens")));
+        dropped = true;
+        break;
+      }
+      Preempt(victim, plan);
+      preempted = true;
+      if (&victim == &r) {
+        dropped = true;
+        break;
+      }
+    }
+    if (dropped) break;  // r was the last running request
+    Commit(r, counts, sample, plan, budget);
+  }
+}
+
+void Scheduler::Preempt(Request& victim, StepPlan& plan) {
+  std::vector<Sequence*> seqs = victim.LiveSequences();
+  PreemptionMode mode = config_.preemption_mode;
+  if (mode == PreemptionMode::kAuto) {
+    // Recompute would lose a multi-sequence request's shared fork structure.
+    mode = seqs.size() > 1 ? PreemptionMode::kSwap : PreemptionMode::kRecompute;
+  }
+  // A full host pool falls back to recompute; the engine never aborts.
+  if (mode == PreemptionMode::kSwap && !kv_.CanSwapOut(seqs)) mode = PreemptionMode::kRecompute;
+
+  FOLIO_CHECK(running_.Remove(&victim));
+  if (config_.reservation_space != nullptr && victim.reserved_tokens > 0) {
+    config_.reservation_space->Release(victim.spec.id);
+  }
+  ++victim.num_preemptions;
+  for (Sequence* seq : seqs) {
+    if (seq->known_to_workers()) {
+      plan.preempted_seq_ids.push_back(seq->id());
+      seq->set_known_to_workers(false);
+    }
+  }
+  if (mode == PreemptionMode::kSwap) {
+    kv_.SwapOut(seqs, &plan.swap_out);
+    victim.status = RequestStatus::kSwapped;
+    swapped_.Insert(&victim);
+    ++stats_.num_preemptions_swap;
+    return;
+  }
+  for (Sequence* seq : seqs) {
+    kv_.Free(*seq);
+    seq->set_num_computed_tokens(0);
+  }
+  victim.reserved_tokens = 0;
+  victim.preempted = true;
+  victim.status = RequestStatus::kWaiting;
+  waiting_.Insert(&victim);
+  ++stats_.num_preemptions_recompute;
+}
+
+void Scheduler::ScheduleSwapped(StepPlan& plan, int32_t& budget, int32_t& seq_slots) {
+  std::vector<int32_t> counts;
+  while (!swapped_.empty() && budget > 0) {
+    Request& r = *swapped_.front();
+    std::vector<Sequence*> seqs = r.LiveSequences();
+    if (seq_slots + SequenceSlots(r) > config_.max_num_seqs) break;
+    if (!kv_.CanSwapIn(seqs)) break;
+    bool sample = false;
+    if (!PlanTokens(r, budget, counts, sample)) break;
+    swapped_.PopFront();
+    kv_.SwapIn(seqs, &plan.swap_in);
+    r.status = RequestStatus::kRunning;
+    running_.Insert(&r);
+    seq_slots += SequenceSlots(r);
+    // CanSwapIn left a block per sequence to grow into; a longer chunk may
+    // not fit, and then the request simply runs next step.
+    if (kv_.BlocksNeeded(seqs, counts, r.reserved_tokens) <= kv_.num_free_device_blocks()) {
+      Commit(r, counts, sample, plan, budget);
+    }
+  }
+}
+
+AllocStatus Scheduler::CheckAdmission(Request& r, std::string* why) {
+  const Sequence& first = *r.seqs.front();
+  if (first.num_tokens() + 1 > config_.max_model_len) {
+    *why = absl::StrCat("prompt of ", first.num_tokens(), " tokens plus 1 generated token exceeds ",
+                        "max_model_len ", config_.max_model_len);
+    return AllocStatus::kNever;
+  }
+  const int32_t reserve = ReservationFor(r);
+  std::vector<Sequence*> seqs = r.LiveSequences();
+  int32_t needed_blocks = 0;
+  for (Sequence* seq : seqs) {
+    needed_blocks = std::max(needed_blocks,
+                             kv_.BlocksForTokens(std::max(seq->num_tokens() + 1, reserve)));
+  }
+  if (needed_blocks > config_.num_device_blocks) {
+    *why = absl::StrCat("needs ", needed_blocks, " KV blocks but the device pool has only ",
+                        config_.num_device_blocks);
+    return AllocStatus::kNever;
+  }
+  ReservationSpace* space = config_.reservation_space;
+  const int64_t claim = static_cast<int64_t>(reserve) * static_cast<int64_t>(SequenceSlots(r));
+  if (space != nullptr && reserve > 0 && claim > space->capacity()) {
+    *why = absl::StrCat("reservation of ", claim, " token slots exceeds the capacity ",
+                        space->capacity());
+    return AllocStatus::kNever;
+  }
+  AllocStatus status = kv_.CanAdmit(seqs, r.spec.cache_salt);
+  if (status == AllocStatus::kOk && reserve > 0) {
+    // A paged reservation must find all its blocks now.
+    int32_t reserved_blocks = 0;
+    for (Sequence* seq : seqs) {
+      reserved_blocks += kv_.BlocksForTokens(std::max(seq->num_tokens() + 1, reserve));
+    }
+    if (reserved_blocks > kv_.num_free_device_blocks()) status = AllocStatus::kLater;
+  }
+  if (status == AllocStatus::kNever) {
+    *why = absl::StrCat("needs more KV blocks than the device pool has (",
+                        config_.num_device_blocks, ")");
+  }
+  if (status == AllocStatus::kOk && space != nullptr && reserve > 0 &&
+      !space->TryReserve(r.spec.id, claim)) {
+    status = AllocStatus::kLater;
+  }
+  if (status == AllocStatus::kOk) r.reserved_tokens = reserve;
+  return status;
+}
+
+void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_slots) {
+  std::vector<int32_t> counts;
+  while (!waiting_.empty() && budget > 0) {
+    Request& r = *waiting_.front();
+    if (seq_slots + SequenceSlots(r) > config_.max_num_seqs) break;
+    std::string why;
+    const AllocStatus status = CheckAdmission(r, &why);
+    if (status == AllocStatus::kNever) {
+      pending_outputs_.push_back(FinishRequest(r, FinishReason::kError, std::move(why)));
+      continue;
+    }
+    if (status == AllocStatus::kLater) break;
+    waiting_.PopFront();
+    int32_t hit_tokens = 0;
+    for (const auto& seq : r.seqs) hit_tokens += kv_.AttachCachedPrefix(*seq, r.spec.cache_salt);
+    if (!r.counted_cached_prompt) {
+      r.num_cached_prompt_tokens = hit_tokens;
+      r.counted_cached_prompt = true;
+      stats_.num_prompt_tokens += r.num_prompt_tokens();
+    }
+    r.status = RequestStatus::kRunning;
+    running_.Insert(&r);
+    seq_slots += SequenceSlots(r);
+    bool sample = false;
+    std::vector<Sequence*> seqs = r.LiveSequences();
+    if (PlanTokens(r, budget, counts, sample) &&
+        kv_.BlocksNeeded(seqs, counts, r.reserved_tokens) <= kv_.num_free_device_blocks()) {
+      Commit(r, counts, sample, plan, budget);
+    }
+  }
+}
+
+void Scheduler::BuildPlanEntries(StepPlan& plan) {
+  plan.scheduled.reserve(scheduled_.size());
+  for (const Scheduled& s : scheduled_) {
+    Sequence& seq = *s.seq;
+    BlockTable& table = seq.block_table();
+    const int32_t start = seq.num_computed_tokens();
+    if (!seq.known_to_workers()) {
+      NewSequenceData data;
+      data.seq_id = seq.id();
+      data.request_id = seq.request_id();
+      data.prompt_token_ids.assign(seq.prompt_tokens().begin(), seq.prompt_tokens().end());
+      data.output_token_ids.assign(seq.output_tokens().begin(), seq.output_tokens().end());
+      data.block_ids = table.blocks();
+      data.num_computed_tokens = start;
+      data.sampling = s.request->spec.sampling;
+      plan.new_sequences.push_back(std::move(data));
+      seq.set_known_to_workers(true);
+    } else if (table.synced_prefix() < table.size()) {
+      CachedSequenceData diff;
+      diff.seq_id = seq.id();
+      diff.block_table_offset = table.synced_prefix();
+      diff.block_ids.assign(table.blocks().begin() + diff.block_table_offset, table.blocks().end());
+      diff.num_computed_tokens = start;
+      plan.cached_sequences.push_back(std::move(diff));
+    }
+    table.MarkSynced();
+    ScheduledSequence work;
+    work.seq_id = seq.id();
+    work.start_position = start;
+    work.token_ids.assign(seq.tokens().begin() + start, seq.tokens().begin() + start + s.num_tokens);
+    work.sample_mode = s.mode;
+    work.num_samples = s.num_samples;
+    plan.scheduled.push_back(std::move(work));
+    plan.num_scheduled_tokens += s.num_tokens;
+    seq.set_num_computed_tokens(start + s.num_tokens);
+  }
+}
+
+const Request* Scheduler::FindRequest(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const Request*> Scheduler::RunningRequests() const {
+  return {running_.begin(), running_.end()};
+}
+
+int64_t Scheduler::num_device_tokens() const {
+  int64_t n = 0;
+  for (const Request* r : running_) {
+    for (const auto& seq : r->seqs) n += seq->num_computed_tokens();
+  }
+  return n;
+}
+
+std::vector<const Sequence*> Scheduler::AllLiveSequences() const {
+  std::vector<const Sequence*> out;
+  out.reserve(sequences_.size());
+  for (const auto& [id, seq] : sequences_) out.push_back(seq);
+  return out;
+}
+
+absl::Status Scheduler::CheckInvariants() const {
+  if (absl::Status s = kv_.CheckInvariants(AllLiveSequences()); !s.ok()) return s;
+  size_t queued = waiting_.size() + running_.size() + swapped_.size();
+  if (queued != requests_.size()) {
+    return absl::InternalError(absl::StrCat(queued, " requests queued but ", requests_.size(),
+                                            " unfinished"));
+  }
+  for (const Request* r : swapped_) {
+    for (const auto& seq : r->seqs) {
+      if (!seq->block_table().on_host() && !seq->block_table().empty()) {
+        return absl::InternalError(absl::StrCat("swapped sequence ", seq->id(), " is on the device"));
+      }
+    }
+  }
+  for (const Request* r : waiting_) {
+    for (const auto& seq : r->seqs) {
+      if (!seq->block_table().empty()) {
+        return absl::InternalError(absl::StrCat("waiting sequence ", seq->id(), " holds blocks"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::MaybeCheckInvariants() const {
+  if (!config_.check_invariants) return;
+  absl::Status s = CheckInvariants();
+  if (!s.ok()) {
+    std::fprintf(stderr, "folio scheduler invariant violated: %s\n", std::string(s.message()).c_str());
+    std::abort();
+  }
+}
+
+}  // namespace folio

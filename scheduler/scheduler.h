@@ -1,0 +1,146 @@
+#ifndef FOLIO_SCHEDULER_SCHEDULER_H_
+#define FOLIO_SCHEDULER_SCHEDULER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/step_plan.h"
+#include "scheduler/kv_cache_manager.h"
+#include "scheduler/request.h"
+#include "scheduler/request_output.h"
+#include "scheduler/request_queue.h"
+#include "scheduler/scheduler_config.h"
+
+namespace folio {
+
+struct SchedulerStats {
+  int64_t num_steps = 0;
+  int64_t num_preemptions_recompute = 0;
+  int64_t num_preemptions_swap = 0;
+  int64_t num_prompt_tokens = 0;      // prompt tokens of admitted requests
+  int64_t num_generation_tokens = 0;  // tokens appended to sequences
+};
+
+// The iteration-level scheduler (Orca-style continuous batching over paged
+// KV, vLLM V1-style token budget). Each step:
+//   plan = Schedule();  ...workers run plan...;  outputs = Update(result);
+// Schedule() decides which sequences run and how many tokens each computes,
+// allocating blocks and preempting as needed; Update() takes the sampled
+// tokens, forks, frees and applies stop conditions.
+//
+// Only the scheduler decides: workers execute the plan verbatim.
+// Thread-compatible: the engine loop calls everything from one thread.
+class Scheduler {
+ public:
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerConfig& config);
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. INVALID_ARGUMENT, naming the field, for bad input;
+  // ALREADY_EXISTS for a duplicate id. A request that can never fit is
+  // accepted and finishes with an error at the next step, without blocking
+  // anyone.
+  absl::Status AddRequest(RequestSpec spec);
+
+  // Ends a request wherever it is and frees its blocks; its final output
+  // comes with the next Update(). False when the id is unknown (finished).
+  bool Abort(RequestId id);
+
+  // REQUIRES: every Schedule() is followed by Update() before the next one.
+  StepPlan Schedule();
+  // `result` must carry samples for every sequence the last plan asked to
+  // sample; anything else is an internal error (a broken worker).
+  absl::StatusOr<std::vector<RequestOutput>> Update(const StepResult& result);
+
+  bool HasUnfinishedRequests() const { return !requests_.empty(); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_swapped() const { return static_cast<int32_t>(swapped_.size()); }
+  // Live sequences of running requests (what max_num_seqs bounds).
+  int32_t num_running_sequences() const;
+  const SchedulerStats& stats() const { return stats_; }
+  const KvCacheManager& kv_cache() const { return kv_; }
+  const SchedulerConfig& config() const { return config_; }
+  // Tokens whose KV is held on the device (for token-usage metrics).
+  int64_t num_device_tokens() const;
+  // The request, or null once finished. For inspection by tests and the simulator.
+  const Request* FindRequest(RequestId id) const;
+  // Requests currently running, in scheduling order.
+  std::vector<const Request*> RunningRequests() const;
+
+  // The KV invariants over every live sequence (see KvCacheManager).
+  absl::Status CheckInvariants() const;
+
+ private:
+  explicit Scheduler(const SchedulerConfig& config);
+
+  struct Scheduled {
+    Sequence* seq;
+    Request* request;
+    int32_t num_tokens;
+    SampleMode mode;
+    int32_t num_samples;
+  };
+
+  // Schedule() parts.
+  void ScheduleRunning(StepPlan& plan, int32_t& budget, bool& preempted);
+  void ScheduleSwapped(StepPlan& plan, int32_t& budget, int32_t& seq_slots);
+  void ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_slots);
+  // Picks this step's token counts for `r`'s sequences; false = nothing fits.
+  bool PlanTokens(const Request& r, int32_t budget, std::vector<int32_t>& counts,
+                  bool& sample) const;
+  // Allocates and records the work; REQUIRES the blocks are available.
+  void Commit(Request& r, const std::vector<int32_t>& counts, bool sample, StepPlan& plan,
+              int32_t& budget);
+  AllocStatus CheckAdmission(Request& r, std::string* why);
+  void Preempt(Request& victim, StepPlan& plan);
+  void BuildPlanEntries(StepPlan& plan);
+  int32_t ReservationFor(const Request& r) const;
+  int32_t SequenceSlots(const Request& r) const;
+
+  // Update() parts (scheduler_update.cc).
+  void ApplySamples(Request& r, const std::vector<std::pair<Sequence*, const SequenceSamples*>>& s,
+                    RequestOutput& out);
+  void ApplyBeamStep(Request& r,
+                     const std::vector<std::pair<Sequence*, const SequenceSamples*>>& s);
+  FinishReason StopReason(const Request& r, const Sequence& seq) const;
+  void RetireSequence(Request& r, size_t live_index, FinishReason reason);
+  void DropSequence(Sequence& seq);
+  // Ends `r` (destroying it) and returns its final output, built on `out`.
+  RequestOutput FinishRequest(Request& r, FinishReason reason, std::string error,
+                              RequestOutput out = {});
+  static bool StreamsDeltas(const Request& r);
+  static void AppendDeltas(const std::vector<Sequence*>& seqs, RequestOutput& out);
+  static void AppendRanked(Request& r, RequestOutput& out);
+  void FillUsage(const Request& r, RequestOutput& out) const;
+  std::unique_ptr<Sequence> ForkSequence(Request& r, const Sequence& parent);
+
+  std::vector<const Sequence*> AllLiveSequences() const;
+  void MaybeCheckInvariants() const;
+
+  // Const after construction.
+  const SchedulerConfig config_;
+
+  KvCacheManager kv_;
+  absl::flat_hash_map<RequestId, std::unique_ptr<Request>> requests_;
+  absl::flat_hash_map<SequenceId, Sequence*> sequences_;  // live, by id
+  RequestQueue waiting_;
+  RequestQueue running_;
+  RequestQueue swapped_;
+  std::vector<Scheduled> scheduled_;  // this step's work, in plan order
+  std::vector<SequenceId> pending_finished_ids_;  // for the next plan
+  std::vector<RequestOutput> pending_outputs_;    // finished outside a step
+  SchedulerStats stats_;
+  uint64_t next_arrival_ = 0;
+  uint64_t next_step_ = 0;
+  SequenceId next_seq_id_ = 0;
+  bool awaiting_update_ = false;
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_SCHEDULER_H_

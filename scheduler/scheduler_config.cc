@@ -1,0 +1,79 @@
+#include "scheduler/scheduler_config.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace folio {
+
+absl::StatusOr<PreemptionMode> ParsePreemptionMode(std::string_view name) {
+  if (name == "auto") return PreemptionMode::kAuto;
+  if (name == "recompute") return PreemptionMode::kRecompute;
+  if (name == "swap") return PreemptionMode::kSwap;
+  return absl::InvalidArgumentError(
+      absl::StrCat("preemption_mode must be auto, recompute or swap, not '", std::string(name), "'"));
+}
+
+absl::StatusOr<SchedulingPolicy> ParseSchedulingPolicy(std::string_view name) {
+  if (name == "fcfs") return SchedulingPolicy::kFcfs;
+  if (name == "priority") return SchedulingPolicy::kPriority;
+  return absl::InvalidArgumentError(
+      absl::StrCat("scheduling_policy must be fcfs or priority, not '", std::string(name), "'"));
+}
+
+absl::StatusOr<ReservationPolicy> ParseReservationPolicy(std::string_view name) {
+  if (name == "none") return ReservationPolicy::kNone;
+  if (name == "max") return ReservationPolicy::kMax;
+  if (name == "pow2") return ReservationPolicy::kPow2;
+  if (name == "oracle") return ReservationPolicy::kOracle;
+  return absl::InvalidArgumentError(
+      absl::StrCat("reservation must be none, max, pow2 or oracle, not '", std::string(name), "'"));
+}
+
+const char* ReservationPolicyName(ReservationPolicy policy) {
+  switch (policy) {
+    case ReservationPolicy::kNone: return "none";
+    case ReservationPolicy::kMax: return "max";
+    case ReservationPolicy::kPow2: return "pow2";
+    case ReservationPolicy::kOracle: return "oracle";
+  }
+  return "unknown";
+}
+
+const char* PreemptionModeName(PreemptionMode mode) {
+  switch (mode) {
+    case PreemptionMode::kAuto: return "auto";
+    case PreemptionMode::kRecompute: return "recompute";
+    case PreemptionMode::kSwap: return "swap";
+  }
+  return "unknown";
+}
+
+absl::Status SchedulerConfig::Validate() const {
+  if (block_size != 8 && block_size != 16 && block_size != 32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_size must be 8, 16 or 32, not ", block_size));
+  }
+  if (num_device_blocks <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_device_blocks must be positive, not ", num_device_blocks));
+  }
+  if (num_host_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_host_blocks must be >= 0, not ", num_host_blocks));
+  }
+  if (max_num_batched_tokens <= 0) {
+    return absl::InvalidArgumentError("max_num_batched_tokens must be positive");
+  }
+  if (max_num_seqs <= 0) return absl::InvalidArgumentError("max_num_seqs must be positive");
+  if (max_model_len <= 1) return absl::InvalidArgumentError("max_model_len must be at least 2");
+  if (max_parallel_sequences <= 0) {
+    return absl::InvalidArgumentError("max_parallel_sequences must be positive");
+  }
+  if (watermark < 0.0 || watermark >= 1.0) {
+    return absl::InvalidArgumentError("watermark must be in [0, 1)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace folio

@@ -1,0 +1,66 @@
+#ifndef FOLIO_SCHEDULER_SCHEDULER_CONFIG_H_
+#define FOLIO_SCHEDULER_SCHEDULER_CONFIG_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace folio {
+
+// What happens to a request whose blocks are taken back under memory pressure.
+enum class PreemptionMode {
+  kAuto,       // recompute single-sequence requests, swap multi-sequence ones
+  kRecompute,  // free the blocks; prefill prompt + generated tokens again later
+  kSwap,       // move the blocks to the host pool; back when room returns
+};
+
+enum class SchedulingPolicy { kFcfs, kPriority };
+
+// How much KV memory a request claims at admission. kNone is paging on
+// demand (folio's behaviour); the others model the systems before paging, for
+// benchmarks and the simulator.
+enum class ReservationPolicy {
+  kNone,    // blocks as tokens arrive
+  kMax,     // max_model_len tokens
+  kPow2,    // the next power of two of prompt + output length
+  kOracle,  // exactly prompt + output length (the output length must be known)
+};
+
+absl::StatusOr<PreemptionMode> ParsePreemptionMode(std::string_view name);
+absl::StatusOr<SchedulingPolicy> ParseSchedulingPolicy(std::string_view name);
+absl::StatusOr<ReservationPolicy> ParseReservationPolicy(std::string_view name);
+const char* ReservationPolicyName(ReservationPolicy policy);
+const char* PreemptionModeName(PreemptionMode mode);
+
+class ReservationSpace;
+
+struct SchedulerConfig {
+  int32_t block_size = 16;  // 8, 16 or 32
+  int32_t num_device_blocks = 0;
+  int32_t num_host_blocks = 0;
+  int32_t max_num_batched_tokens = 2048;  // token budget of one step
+  int32_t max_num_seqs = 256;             // running sequences at most
+  int32_t max_model_len = 2048;           // prompt + output tokens at most
+  int32_t max_parallel_sequences = 64;    // cap on best_of / beam_width
+  bool enable_prefix_caching = true;
+  double watermark = 0.01;  // share of device blocks kept free at admission
+  PreemptionMode preemption_mode = PreemptionMode::kAuto;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  ReservationPolicy reservation = ReservationPolicy::kNone;
+  // Optional contiguous slot space consulted at admission under a reservation
+  // policy (models pre-paging allocators); not owned; may be null.
+  ReservationSpace* reservation_space = nullptr;
+#ifdef NDEBUG
+  bool check_invariants = false;
+#else
+  bool check_invariants = true;  // after every step, in debug builds and tests
+#endif
+
+  absl::Status Validate() const;
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_SCHEDULER_CONFIG_H_

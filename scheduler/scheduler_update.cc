@@ -1,0 +1,320 @@
+// Scheduler::Update and request completion: what happens after a step.
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
+#include "scheduler/beam_search.h"
+#include "scheduler/reservation_space.h"
+#include "scheduler/scheduler.h"
+
+namespace folio {
+
+absl::StatusOr<std::vector<RequestOutput>> Scheduler::Update(const StepResult& result) {
+  FOLIO_CHECK(awaiting_update_);
+  awaiting_update_ = false;
+  absl::flat_hash_map<SequenceId, const SequenceSamples*> by_seq;
+  for (const SequenceSamples& s : result.samples) by_seq[s.seq_id] = &s;
+
+  // Group this step's sampled sequences by request, in plan order.
+  std::vector<Request*> order;
+  absl::flat_hash_map<Request*, std::vector<std::pair<Sequence*, const SequenceSamples*>>> groups;
+  for (const Scheduled& s : scheduled_) {
+    if (s.mode == SampleMode::kNone) continue;
+    auto it = by_seq.find(s.seq->id());
+    if (it == by_seq.end()) {
+      return absl::InternalError(absl::StrCat("step ", result.step_id, ": no samples for sequence ",
+                                              s.seq->id()));
+    }
+    const size_t expected = s.mode == SampleMode::kSample ? s.num_samples : 1;
+    if (it->second->tokens.size() < expected ||
+        it->second->tokens.size() > static_cast<size_t>(s.num_samples)) {
+      return absl::InternalError(absl::StrCat("step ", result.step_id, ": sequence ", s.seq->id(),
+                                              " got ", it->second->tokens.size(), " samples, asked ",
+                                              s.num_samples));
+    }
+    auto [g, inserted] = groups.try_emplace(s.request);
+    if (inserted) order.push_back(s.request);
+    g->second.emplace_back(s.seq, it->second);
+  }
+
+  std::vector<RequestOutput> outputs = std::move(pending_outputs_);
+  pending_outputs_.clear();
+  for (Request* r : order) {
+    RequestOutput out;
+    if (r->spec.sampling.UsesBeamSearch()) {
+      ApplyBeamStep(*r, groups[r]);
+    } else {
+      ApplySamples(*r, groups[r], out);
+    }
+    if (r->seqs.empty()) {
+      outputs.push_back(FinishRequest(*r, FinishReason::kNone, "", std::move(out)));
+    } else if (!out.sequences.empty()) {
+      FillUsage(*r, out);
+      outputs.push_back(std::move(out));
+    }
+  }
+  scheduled_.clear();
+  MaybeCheckInvariants();
+  return outputs;
+}
+
+std::unique_ptr<Sequence> Scheduler::ForkSequence(Request& r, const Sequence& parent) {
+  const int32_t index = r.num_live_sequences() + static_cast<int32_t>(r.finished_seqs.size());
+  auto child = parent.Fork(next_seq_id_++, index);
+  kv_.Fork(parent, *child);
+  sequences_[child->id()] = child.get();
+  return child;
+}
+
+void Scheduler::ApplySamples(Request& r,
+                             const std::vector<std::pair<Sequence*, const SequenceSamples*>>& s,
+                             RequestOutput& out) {
+  const bool stream = StreamsDeltas(r);
+  for (const auto& [seq, samples] : s) {
+    const std::vector<SampledToken>& tokens = samples->tokens;
+    if (!r.fanned_out && tokens.size() > 1) {
+      // The prompt's first token, sampled best_of times: fork the others
+      // before the parent appends, so all share the prompt's blocks.
+      for (size_t i = 1; i < tokens.size(); ++i) {
+        std::unique_ptr<Sequence> child = ForkSequence(r, *seq);
+        child->AppendToken(tokens[i].token_id, tokens[i].logprob);
+        r.seqs.push_back(std::move(child));
+      }
+    }
+    seq->AppendToken(tokens[0].token_id, tokens[0].logprob);
+  }
+  r.fanned_out = true;
+  stats_.num_generation_tokens += static_cast<int64_t>(r.seqs.size());
+  // Stop checks, then deltas for streamed requests (retired sequences stay
+  // alive in finished_seqs, so the pointers hold).
+  std::vector<Sequence*> touched = r.LiveSequences();
+  for (size_t i = 0; i < r.seqs.size();) {
+    const FinishReason reason = StopReason(r, *r.seqs[i]);
+    if (reason != FinishReason::kNone) {
+      RetireSequence(r, i, reason);
+    } else {
+      ++i;
+    }
+  }
+  if (stream) AppendDeltas(touched, out);
+}
+
+void Scheduler::ApplyBeamStep(Request& r,
+                              const std::vector<std::pair<Sequence*, const SequenceSamples*>>& s) {
+  const SamplingParams& sp = r.spec.sampling;
+  FOLIO_CHECK_EQ(s.size(), r.seqs.size());  // every beam is scheduled together
+  std::vector<double> cumulative;
+  std::vector<std::vector<SampledToken>> candidates;
+  for (const auto& [seq, samples] : s) {
+    cumulative.push_back(seq->cumulative_logprob());
+    candidates.push_back(samples->tokens);
+  }
+  std::vector<TokenId> end_tokens = sp.ignore_eos ? std::vector<TokenId>{} : r.spec.eos_token_ids;
+  end_tokens.insert(end_tokens.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
+  const BeamSelection sel = SelectBeams(cumulative, candidates, sp.beam_width, end_tokens);
+  r.fanned_out = true;
+
+  auto snapshot = [&](const Sequence& parent, const BeamExtension* ext, FinishReason reason) {
+    FinishedBeam beam;
+    beam.output_tokens.assign(parent.output_tokens().begin(), parent.output_tokens().end());
+    beam.output_logprobs = parent.output_logprobs();
+    beam.cumulative_logprob = parent.cumulative_logprob();
+    if (ext != nullptr) {
+      beam.output_tokens.push_back(ext->token);
+      beam.output_logprobs.push_back(ext->logprob);
+      beam.cumulative_logprob = ext->cumulative_logprob;
+    }
+    beam.score = BeamScore(beam.cumulative_logprob, static_cast<int32_t>(beam.output_tokens.size()),
+                           sp.length_penalty);
+    beam.reason = reason;
+    r.finished_beams.push_back(std::move(beam));
+  };
+  for (const BeamExtension& ext : sel.finished) {
+    const Sequence& parent = *s[ext.parent].first;
+    const bool is_eos = std::find(r.spec.eos_token_ids.begin(), r.spec.eos_token_ids.end(),
+                                  ext.token) != r.spec.eos_token_ids.end();
+    snapshot(parent, &ext, is_eos && !sp.ignore_eos ? FinishReason::kEos : FinishReason::kStop);
+  }
+
+  // Continue the chosen beams: a parent's first child forks off it before it
+  // appends; the last child is the parent itself. Unchosen parents die.
+  std::vector<std::vector<const BeamExtension*>> children(s.size());
+  for (const BeamExtension& ext : sel.continuing) children[ext.parent].push_back(&ext);
+  std::vector<std::unique_ptr<Sequence>> next;
+  for (size_t b = 0; b < s.size(); ++b) {
+    Sequence* parent = s[b].first;
+    auto owned = std::find_if(r.seqs.begin(), r.seqs.end(),
+                              [&](const auto& p) { return p.get() == parent; });
+    FOLIO_CHECK(owned != r.seqs.end());
+    if (children[b].empty()) {
+      DropSequence(*parent);
+      continue;
+    }
+    for (size_t c = 0; c + 1 < children[b].size(); ++c) {
+      std::unique_ptr<Sequence> child = ForkSequence(r, *parent);
+      child->AppendToken(children[b][c]->token, children[b][c]->logprob);
+      next.push_back(std::move(child));
+    }
+    parent->AppendToken(children[b].back()->token, children[b].back()->logprob);
+    next.push_back(std::move(*owned));
+  }
+  r.seqs = std::move(next);
+  stats_.num_generation_tokens += static_cast<int64_t>(r.seqs.size());
+
+  // Beams that reached a length limit are finished hypotheses too.
+  for (size_t i = 0; i < r.seqs.size();) {
+    const FinishReason reason = StopReason(r, *r.seqs[i]);
+    if (reason == FinishReason::kNone) {
+      ++i;
+      continue;
+    }
+    snapshot(*r.seqs[i], nullptr, reason);
+    DropSequence(*r.seqs[i]);
+    r.seqs.erase(r.seqs.begin() + i);
+  }
+  // Stop when no live beam can still enter the top beam_width.
+  std::vector<double> scores;
+  for (const FinishedBeam& b : r.finished_beams) scores.push_back(b.score);
+  std::sort(scores.rbegin(), scores.rend());
+  double best_live = -1e300;
+  for (const auto& seq : r.seqs) {
+    best_live = std::max(best_live, BeamScore(seq->cumulative_logprob(), seq->num_output_tokens(),
+                                              sp.length_penalty));
+  }
+  if (!r.seqs.empty() && BeamSearchDone(scores, sp.beam_width, best_live)) {
+    for (auto& seq : r.seqs) DropSequence(*seq);
+    r.seqs.clear();
+  }
+}
+
+FinishReason Scheduler::StopReason(const Request& r, const Sequence& seq) const {
+  const SamplingParams& sp = r.spec.sampling;
+  const TokenId last = seq.tokens().back();
+  if (!sp.ignore_eos && std::find(r.spec.eos_token_ids.begin(), r.spec.eos_token_ids.end(),
+                                  last) != r.spec.eos_token_ids.end()) {
+    return FinishReason::kEos;
+  }
+  if (std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), last) !=
+      sp.stop_token_ids.end()) {
+    return FinishReason::kStop;
+  }
+  if (seq.num_output_tokens() >= sp.max_tokens || seq.num_tokens() >= config_.max_model_len) {
+    return FinishReason::kLength;
+  }
+  return FinishReason::kNone;
+}
+
+void Scheduler::DropSequence(Sequence& seq) {
+  kv_.Free(seq);
+  if (seq.known_to_workers()) {
+    pending_finished_ids_.push_back(seq.id());
+    seq.set_known_to_workers(false);
+  }
+  sequences_.erase(seq.id());
+}
+
+void Scheduler::RetireSequence(Request& r, size_t live_index, FinishReason reason) {
+  std::unique_ptr<Sequence> seq = std::move(r.seqs[live_index]);
+  r.seqs.erase(r.seqs.begin() + live_index);
+  seq->Finish(reason);
+  DropSequence(*seq);
+  r.finished_seqs.push_back(std::move(seq));
+}
+
+RequestOutput Scheduler::FinishRequest(Request& r, FinishReason reason, std::string error,
+                                      RequestOutput out) {
+  switch (r.status) {
+    case RequestStatus::kWaiting: FOLIO_CHECK(waiting_.Remove(&r)); break;
+    case RequestStatus::kRunning: FOLIO_CHECK(running_.Remove(&r)); break;
+    case RequestStatus::kSwapped: FOLIO_CHECK(swapped_.Remove(&r)); break;
+    case RequestStatus::kFinished: FOLIO_CHECK(false);
+  }
+  r.status = RequestStatus::kFinished;
+  if (config_.reservation_space != nullptr && r.reserved_tokens > 0) {
+    config_.reservation_space->Release(r.spec.id);
+  }
+  r.reserved_tokens = 0;
+  // Forced ends (abort, errors, a pool too small) finish every live sequence.
+  std::vector<Sequence*> forced = r.LiveSequences();
+  while (!r.seqs.empty()) RetireSequence(r, r.seqs.size() - 1, reason);
+  if (StreamsDeltas(r)) {
+    AppendDeltas(forced, out);
+  } else {
+    AppendRanked(r, out);
+  }
+  out.finished = true;
+  out.error = std::move(error);
+  FillUsage(r, out);
+  requests_.erase(r.spec.id);  // destroys r
+  return out;
+}
+
+bool Scheduler::StreamsDeltas(const Request& r) {
+  const SamplingParams& sp = r.spec.sampling;
+  return !sp.UsesBeamSearch() && sp.best_of == sp.n;
+}
+
+void Scheduler::AppendDeltas(const std::vector<Sequence*>& seqs, RequestOutput& out) {
+  for (Sequence* s : seqs) {
+    SequenceOutput delta;
+    delta.index = s->index();
+    const int32_t from = s->num_streamed_tokens();
+    delta.token_ids.assign(s->output_tokens().begin() + from, s->output_tokens().end());
+    delta.logprobs.assign(s->output_logprobs().begin() + from, s->output_logprobs().end());
+    delta.finish_reason = s->finish_reason();
+    delta.cumulative_logprob = s->cumulative_logprob();
+    s->set_num_streamed_tokens(s->num_output_tokens());
+    out.sequences.push_back(std::move(delta));
+  }
+}
+
+void Scheduler::AppendRanked(Request& r, RequestOutput& out) {
+  const SamplingParams& sp = r.spec.sampling;
+  std::vector<SequenceOutput> ranked;
+  if (sp.UsesBeamSearch()) {
+    std::stable_sort(r.finished_beams.begin(), r.finished_beams.end(),
+                     [](const FinishedBeam& a, const FinishedBeam& b) { return a.score > b.score; });
+    for (const FinishedBeam& b : r.finished_beams) {
+      ranked.push_back({0, b.output_tokens, b.output_logprobs, b.reason, b.cumulative_logprob});
+    }
+    // Ended before any beam finished (abort, error): report the reason.
+    if (ranked.empty() && !r.finished_seqs.empty()) {
+      ranked.push_back({0, {}, {}, r.finished_seqs.back()->finish_reason(), 0.0});
+    }
+  } else {
+    std::vector<const Sequence*> seqs;
+    for (const auto& s : r.finished_seqs) seqs.push_back(s.get());
+    std::stable_sort(seqs.begin(), seqs.end(), [](const Sequence* a, const Sequence* b) {
+      return a->cumulative_logprob() > b->cumulative_logprob();
+    });
+    for (const Sequence* s : seqs) {
+      ranked.push_back({0, {s->output_tokens().begin(), s->output_tokens().end()},
+                        s->output_logprobs(), s->finish_reason(), s->cumulative_logprob()});
+    }
+  }
+  if (ranked.size() > static_cast<size_t>(sp.n)) ranked.resize(sp.n);
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    ranked[i].index = static_cast<int32_t>(i);
+    out.sequences.push_back(std::move(ranked[i]));
+  }
+}
+
+void Scheduler::FillUsage(const Request& r, RequestOutput& out) const {
+  out.request_id = r.spec.id;
+  out.num_prompt_tokens = r.num_prompt_tokens();
+  out.num_cached_prompt_tokens = r.num_cached_prompt_tokens;
+  out.num_output_tokens = 0;
+  for (const auto& s : r.seqs) out.num_output_tokens += s->num_output_tokens();
+  for (const auto& s : r.finished_seqs) out.num_output_tokens += s->num_output_tokens();
+}
+
+bool Scheduler::Abort(RequestId id) {
+  FOLIO_CHECK(!awaiting_update_);  // the engine loop aborts between steps
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  pending_outputs_.push_back(FinishRequest(*it->second, FinishReason::kAbort, ""));
+  return true;
+}
+
+}  // namespace folio

@@ -1,0 +1,172 @@
+#include "scheduler/simulated_worker.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace folio {
+namespace {
+
+uint64_t Mix(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+double Unit(uint64_t x) { return static_cast<double>(Mix(x) >> 11) * 0x1.0p-53; }
+
+}  // namespace
+
+SimulatedWorker::SimulatedWorker(const Options& options)
+    : options_(options),
+      device_(options.verify_kv ? static_cast<size_t>(options.num_device_blocks) * options.block_size : 0),
+      host_(options.verify_kv ? static_cast<size_t>(options.num_host_blocks) * options.block_size : 0) {}
+
+const std::vector<BlockId>* SimulatedWorker::MirrorBlockTable(SequenceId id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : &it->second.blocks;
+}
+
+absl::Status SimulatedWorker::ApplyCopies(const std::vector<BlockCopy>& ops,
+                                          std::vector<Slot>& from, std::vector<Slot>& to,
+                                          int32_t from_blocks, int32_t to_blocks, const char* what) {
+  for (const BlockCopy& op : ops) {
+    if (op.src < 0 || op.src >= from_blocks || op.dst < 0 || op.dst >= to_blocks) {
+      return absl::InternalError(absl::StrCat(what, " op ", op.src, "->", op.dst, " out of range"));
+    }
+    if (!options_.verify_kv) continue;
+    const int32_t bs = options_.block_size;
+    std::copy_n(from.begin() + static_cast<size_t>(op.src) * bs, bs,
+                to.begin() + static_cast<size_t>(op.dst) * bs);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> SimulatedWorker::Execute(const StepPlan& plan) {
+  for (SequenceId id : plan.finished_seq_ids) seqs_.erase(id);
+  for (SequenceId id : plan.preempted_seq_ids) seqs_.erase(id);
+  const int32_t nd = options_.num_device_blocks;
+  const int32_t nh = options_.num_host_blocks;
+  if (absl::Status s = ApplyCopies(plan.swap_out, device_, host_, nd, nh, "swap-out"); !s.ok()) return s;
+  if (absl::Status s = ApplyCopies(plan.swap_in, host_, device_, nh, nd, "swap-in"); !s.ok()) return s;
+  if (absl::Status s = ApplyCopies(plan.copies, device_, device_, nd, nd, "copy"); !s.ok()) return s;
+
+  for (const NewSequenceData& n : plan.new_sequences) {
+    Mirror m;
+    m.tokens = n.prompt_token_ids;
+    m.tokens.insert(m.tokens.end(), n.output_token_ids.begin(), n.output_token_ids.end());
+    m.blocks = n.block_ids;
+    m.has_seed = n.sampling.seed.has_value();
+    m.seed = n.sampling.seed.value_or(0);
+    if (!seqs_.emplace(n.seq_id, std::move(m)).second) {
+      return absl::InternalError(absl::StrCat("new sequence ", n.seq_id, " is already mirrored"));
+    }
+  }
+  for (const CachedSequenceData& c : plan.cached_sequences) {
+    auto it = seqs_.find(c.seq_id);
+    if (it == seqs_.end()) {
+      return absl::InternalError(absl::StrCat("diff for unknown sequence ", c.seq_id));
+    }
+    std::vector<BlockId>& blocks = it->second.blocks;
+    if (c.block_table_offset < 0 || c.block_table_offset > static_cast<int32_t>(blocks.size())) {
+      return absl::InternalError(absl::StrCat("sequence ", c.seq_id, ": bad table offset"));
+    }
+    blocks.resize(c.block_table_offset);
+    blocks.insert(blocks.end(), c.block_ids.begin(), c.block_ids.end());
+  }
+
+  StepResult result;
+  result.step_id = plan.step_id;
+  for (const ScheduledSequence& work : plan.scheduled) {
+    auto it = seqs_.find(work.seq_id);
+    if (it == seqs_.end()) {
+      return absl::InternalError(absl::StrCat("scheduled unknown sequence ", work.seq_id));
+    }
+    if (absl::Status s = Compute(work, it->second); !s.ok()) return s;
+    if (work.sample_mode != SampleMode::kNone) {
+      result.samples.push_back({work.seq_id, Sample(work, it->second)});
+    }
+  }
+  return result;
+}
+
+absl::Status SimulatedWorker::Compute(const ScheduledSequence& work, Mirror& m) {
+  const int32_t bs = options_.block_size;
+  const int32_t start = work.start_position;
+  const int32_t end = start + static_cast<int32_t>(work.token_ids.size());
+  if (start < 0 || start > static_cast<int32_t>(m.tokens.size())) {
+    return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": start ", start,
+                                            " beyond its ", m.tokens.size(), " tokens"));
+  }
+  // The plan's tokens must agree with the mirror; tokens beyond it are new.
+  for (int32_t p = start; p < end; ++p) {
+    const TokenId t = work.token_ids[p - start];
+    if (p < static_cast<int32_t>(m.tokens.size())) {
+      if (m.tokens[p] != t) {
+        return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": token at ", p,
+                                                " is ", t, " but the mirror has ", m.tokens[p]));
+      }
+    } else {
+      m.tokens.push_back(t);
+    }
+  }
+  if (static_cast<int32_t>(m.blocks.size()) * bs < end) {
+    return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": ", m.blocks.size(),
+                                            " blocks cannot hold ", end, " tokens"));
+  }
+  if (!options_.verify_kv) return absl::OkStatus();
+  // Reshape-and-cache, then "attention" over every position up to `end`.
+  for (int32_t p = start; p < end; ++p) {
+    device_[static_cast<size_t>(m.blocks[p / bs]) * bs + p % bs] = {m.tokens[p], p};
+  }
+  for (int32_t p = 0; p < end; ++p) {
+    const Slot& slot = device_[static_cast<size_t>(m.blocks[p / bs]) * bs + p % bs];
+    if (slot.token != m.tokens[p] || slot.position != p) {
+      return absl::InternalError(absl::StrCat(
+          "sequence ", work.seq_id, ": KV at position ", p, " (block ", m.blocks[p / bs],
+          ") holds token ", slot.token, "@", slot.position, ", expected ", m.tokens[p]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t SimulatedWorker::ContentHash(const Mirror& m) const {
+  uint64_t h = Mix(options_.seed ^ (m.has_seed ? Mix(m.seed + 1) : 0));
+  for (TokenId t : m.tokens) h = Mix(h ^ static_cast<uint64_t>(t));
+  return h;
+}
+
+std::vector<SampledToken> SimulatedWorker::Sample(const ScheduledSequence& work,
+                                                  const Mirror& m) const {
+  const uint64_t h = ContentHash(m);
+  std::vector<SampledToken> out;
+  auto token_at = [&](uint64_t key) {
+    return static_cast<TokenId>(Mix(key) % static_cast<uint64_t>(options_.vocab_size));
+  };
+  if (work.sample_mode == SampleMode::kBeamCandidates) {
+    // Distinct tokens with falling log-probs.
+    double lp = -Unit(h) * options_.beam_logprob_spread;
+    for (uint64_t j = 0; static_cast<int32_t>(out.size()) < work.num_samples; ++j) {
+      const TokenId t = token_at(h + 7919 * (j + 1));
+      if (std::any_of(out.begin(), out.end(), [&](const SampledToken& s) { return s.token_id == t; })) {
+        continue;
+      }
+      out.push_back({t, static_cast<float>(lp)});
+      lp -= Unit(h ^ (j + 1)) * options_.beam_logprob_spread;
+    }
+    return out;
+  }
+  for (int32_t i = 0; i < work.num_samples; ++i) {
+    const uint64_t key = Mix(h + static_cast<uint64_t>(i) * 104729);
+    TokenId t = token_at(key);
+    if (options_.eos_token_id >= 0 && Unit(key ^ 0x5bd1e995) < options_.eos_probability) {
+      t = options_.eos_token_id;
+    }
+    out.push_back({t, static_cast<float>(-5.0 * Unit(key ^ 0x27d4eb2f))});
+  }
+  return out;
+}
+
+}  // namespace folio
