@@ -1,0 +1,76 @@
+// KV cache layout and the index math shared by the CPU and CUDA kernels.
+//
+// Layout (fixed; the cache engine, the kernels and the scheduler's block ids
+// all assume it). Per layer there are two separate tensors, K and V, each
+//
+//     [num_blocks][num_kv_heads][block_size][head_dim]
+//
+// so one block of one layer is one contiguous run of
+// num_kv_heads * block_size * head_dim elements (BlockElems) in K and another
+// in V. Block-granular ops (copy, swap) therefore move bytes_per_block bytes
+// per (layer, K|V) and never need to know the element type.
+//
+// A token's place in the cache is its slot: slot = block_id * block_size +
+// offset_in_block. Slot kSkipSlot (-1) marks padding tokens that are not
+// cached. Element types: fp32, fp16 or bf16 storage (CacheDtype).
+//
+// Everything here is constexpr and branch-free so that CPU and CUDA code run
+// exactly the same arithmetic (TensorRT-LLM KVBlockArray style).
+#ifndef FOLIO_KERNELS_CACHE_LAYOUT_H_
+#define FOLIO_KERNELS_CACHE_LAYOUT_H_
+
+#include <cstdint>
+
+// Marks helpers callable from both host and device code; empty for plain C++.
+#if defined(__CUDACC__)
+#define FOLIO_HOST_DEVICE __host__ __device__
+#else
+#define FOLIO_HOST_DEVICE
+#endif
+
+namespace folio::kernels {
+
+inline constexpr int64_t kSkipSlot = -1;
+
+// Storage type of the cache elements.
+enum class CacheDtype : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+
+FOLIO_HOST_DEVICE constexpr int64_t CacheDtypeBytes(CacheDtype t) {
+  return t == CacheDtype::kFloat32 ? 4 : 2;
+}
+
+// Shape of one cache block (of one layer, K or V).
+struct CacheShape {
+  int32_t num_kv_heads = 0;
+  int32_t block_size = 0;  // tokens per block
+  int32_t head_dim = 0;
+};
+
+// Elements in one block of one layer's K (or V) tensor.
+FOLIO_HOST_DEVICE constexpr int64_t BlockElems(const CacheShape& s) {
+  return int64_t{s.num_kv_heads} * s.block_size * s.head_dim;
+}
+
+// Elements of one token's K (or V): [num_kv_heads][head_dim].
+FOLIO_HOST_DEVICE constexpr int64_t TokenElems(const CacheShape& s) {
+  return int64_t{s.num_kv_heads} * s.head_dim;
+}
+
+// Index of element (block, head, offset-in-block, d) in one layer's K or V.
+FOLIO_HOST_DEVICE constexpr int64_t CacheIndex(const CacheShape& s, int64_t block,
+                                               int64_t head, int64_t offset,
+                                               int64_t d) {
+  return ((block * s.num_kv_heads + head) * s.block_size + offset) * s.head_dim + d;
+}
+
+// Index in the cache of element i (= head * head_dim + d) of the token stored
+// at `slot`. REQUIRES: slot >= 0, 0 <= i < TokenElems(s).
+FOLIO_HOST_DEVICE constexpr int64_t SlotElemIndex(const CacheShape& s, int64_t slot,
+                                                  int64_t i) {
+  return CacheIndex(s, slot / s.block_size, i / s.head_dim, slot % s.block_size,
+                    i % s.head_dim);
+}
+
+}  // namespace folio::kernels
+
+#endif  // FOLIO_KERNELS_CACHE_LAYOUT_H_

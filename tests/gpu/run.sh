@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the kernels-only tree for the local GPU and runs every GPU check.
+# For GPU machines whose images lack our Debian packages: needs only CUDA,
+# CMake and a C++ compiler (Ninja when present).
+#
+#   tests/gpu/run.sh            # build into build-gpu/, run all checks
+#   BUILD_DIR=/tmp/b FOLIO_CUDA_ARCH=90 JOBS=8 tests/gpu/run.sh
+#
+# The CUDA arch comes from FOLIO_CUDA_ARCH, else nvidia-smi's compute_cap,
+# else CMake's "native" (which fails to configure without a GPU: set
+# FOLIO_CUDA_ARCH to build-test on a GPU-less machine).
+#
+# Exit: 0 all passed; 1 a build step or a check failed; 77 every check was
+# skipped (no CUDA device visible).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build-gpu}"
+
+# Compile only for this machine's GPU: faster, and what we run is what we test.
+ARCH="${FOLIO_CUDA_ARCH:-}"
+if [[ -z "$ARCH" ]] && command -v nvidia-smi >/dev/null 2>&1; then
+  ARCH="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
+          head -n1 | tr -d ' .')" || ARCH=""
+fi
+ARCH="${ARCH:-native}"
+
+GENERATOR=()
+if command -v ninja >/dev/null 2>&1; then GENERATOR=(-G Ninja); fi
+
+echo "== configure (CUDA arch $ARCH) in $BUILD_DIR"
+cmake -S "$ROOT" -B "$BUILD_DIR" "${GENERATOR[@]}" \
+  -DFOLIO_KERNELS_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES="$ARCH"
+echo "== build"
+cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}"
+
+shopt -s nullglob
+checks=("$BUILD_DIR"/bin/*_gpu_check)
+if [[ ${#checks[@]} -eq 0 ]]; then
+  echo "run.sh: no GPU checks were built (is nvcc visible to CMake?)" >&2
+  exit 1
+fi
+
+passed=() failed=() skipped=()
+for check in "${checks[@]}"; do
+  name="$(basename "$check")"
+  echo "== $name"
+  rc=0
+  "$check" || rc=$?
+  case $rc in
+    0) passed+=("$name") ;;
+    77) skipped+=("$name") ;;
+    *) failed+=("$name (exit $rc)") ;;
+  esac
+done
+
+echo "== summary: ${#passed[@]} passed, ${#failed[@]} failed, ${#skipped[@]} skipped"
+for f in "${failed[@]}"; do echo "FAILED: $f"; done
+for s in "${skipped[@]}"; do echo "SKIPPED: $s"; done
+if [[ ${#failed[@]} -gt 0 ]]; then exit 1; fi
+if [[ ${#passed[@]} -eq 0 ]]; then exit 77; fi
+exit 0
