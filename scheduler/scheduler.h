@@ -71,6 +71,12 @@ class Scheduler {
   const Request* FindRequest(RequestId id) const;
   // Requests currently running, in scheduling order.
   std::vector<const Request*> RunningRequests() const;
+  // The request admission looks at next, or null when none waits.
+  const Request* NextWaiting() const { return waiting_.empty() ? nullptr : waiting_.front(); }
+  // Token slots per sequence the reservation policy claims for `r` (0 = on demand).
+  int32_t ReservationFor(const Request& r) const;
+  // Sequences `r` occupies against max_num_seqs (all its parallel ones).
+  int32_t SequenceSlots(const Request& r) const;
 
   // The KV invariants over every live sequence (see KvCacheManager).
   absl::Status CheckInvariants() const;
@@ -99,8 +105,6 @@ class Scheduler {
   AllocStatus CheckAdmission(Request& r, std::string* why);
   void Preempt(Request& victim, StepPlan& plan);
   void BuildPlanEntries(StepPlan& plan);
-  int32_t ReservationFor(const Request& r) const;
-  int32_t SequenceSlots(const Request& r) const;
 
   // Update() parts (scheduler_update.cc).
   void ApplySamples(Request& r, const std::vector<std::pair<Sequence*, const SequenceSamples*>>& s,
