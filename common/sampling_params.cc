@@ -26,10 +26,15 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
   if (p.logprobs < 0 || p.logprobs > 20) return bad("logprobs must be in [0, 20], got ", p.logprobs);
   if (p.max_tokens < 1) return bad("max_tokens must be at least 1, got ", p.max_tokens);
   if (p.n < 1) return bad("n must be at least 1, got ", p.n);
-  if (p.best_of < p.n) return bad("best_of must be >= n (", p.n, "), got ", p.best_of);
   if (p.beam_width < 1) return bad("beam_width must be at least 1, got ", p.beam_width);
+  if (p.beam_width == 1 && p.best_of < p.n) {
+    return bad("best_of must be >= n (", p.n, "), got ", p.best_of);
+  }
   if (p.beam_width > 1) {
-    if (p.best_of != p.n) return bad("best_of cannot be combined with beam_width > 1");
+    // Beam search returns its n best beams; best_of has no meaning there.
+    if (p.best_of != 1 && p.best_of != p.n) {
+      return bad("best_of cannot be combined with beam_width > 1");
+    }
     if (p.n > p.beam_width) {
       return bad("n must be <= beam_width (", p.beam_width, ") with beam search, got ", p.n);
     }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "common/sampling_params.h"
 #include "common/types.h"
 
@@ -44,11 +45,11 @@ enum class SampleMode : uint8_t {
 };
 
 // What to compute for one sequence this step: token_ids at positions
-// start_position, start_position+1, ...
+// start_position, start_position+1, ... (a decode is one token: kept inline).
 struct ScheduledSequence {
   SequenceId seq_id = 0;
   int32_t start_position = 0;
-  std::vector<TokenId> token_ids;
+  absl::InlinedVector<TokenId, 2> token_ids;
   SampleMode sample_mode = SampleMode::kNone;
   int32_t num_samples = 0;
 };

@@ -6,7 +6,7 @@
 namespace folio {
 
 BlockPool::BlockPool(int32_t num_blocks, bool enable_caching)
-    : caching_enabled_(enable_caching), blocks_(num_blocks) {
+    : caching_enabled_(enable_caching), blocks_(num_blocks), ref_counts_(num_blocks, 0) {
   FOLIO_CHECK_GE(num_blocks, 0);
   for (BlockId id = 0; id < num_blocks; ++id) PushFreeBack(id);
 }
@@ -16,24 +16,22 @@ BlockId BlockPool::Allocate() {
   if (id == kNoBlock) return kNoBlock;
   RemoveFromFreeQueue(id);
   if (blocks_[id].cached) Evict(id);
-  blocks_[id].ref_count = 1;
+  ref_counts_[id] = 1;
   return id;
 }
 
 void BlockPool::IncRef(BlockId id) {
-  Block& b = blocks_[id];
-  if (b.ref_count == 0) {
-    FOLIO_CHECK(b.cached);  // only a cache hit revives a free block
+  if (ref_counts_[id] == 0) {
+    FOLIO_CHECK(blocks_[id].cached);  // only a cache hit revives a free block
     RemoveFromFreeQueue(id);
   }
-  ++b.ref_count;
+  ++ref_counts_[id];
 }
 
 void BlockPool::DecRef(BlockId id) {
-  Block& b = blocks_[id];
-  FOLIO_CHECK_GT(b.ref_count, 0);
-  if (--b.ref_count > 0) return;
-  if (b.cached) {
+  FOLIO_CHECK_GT(ref_counts_[id], 0);
+  if (--ref_counts_[id] > 0) return;
+  if (blocks_[id].cached) {
     PushFreeBack(id);
   } else {
     PushFreeFront(id);
@@ -48,7 +46,7 @@ BlockId BlockPool::Lookup(const BlockHash& hash) const {
 void BlockPool::RegisterHash(BlockId id, const BlockHash& hash) {
   if (!caching_enabled_) return;
   Block& b = blocks_[id];
-  FOLIO_CHECK_GT(b.ref_count, 0);
+  FOLIO_CHECK_GT(ref_counts_[id], 0);
   if (b.cached) {
     FOLIO_CHECK(b.hash == hash);  // content of a full block never changes
     return;
@@ -108,7 +106,7 @@ absl::Status BlockPool::CheckConsistency(const std::vector<int32_t>& expected_re
   BlockId prev = kNoBlock;
   for (BlockId id = free_head_; id != kNoBlock; id = blocks_[id].next) {
     const Block& b = blocks_[id];
-    if (!b.in_free_queue || b.ref_count != 0 || b.prev != prev) {
+    if (!b.in_free_queue || ref_counts_[id] != 0 || b.prev != prev) {
       return absl::InternalError(absl::StrCat("free queue corrupt at block ", id));
     }
     if (++free_seen > num_blocks()) return absl::InternalError("free queue has a cycle");
@@ -124,11 +122,11 @@ absl::Status BlockPool::CheckConsistency(const std::vector<int32_t>& expected_re
   int32_t cached_seen = 0;
   for (BlockId id = 0; id < num_blocks(); ++id) {
     const Block& b = blocks_[id];
-    if (b.ref_count != expected_refs[id]) {
-      return absl::InternalError(absl::StrCat("block ", id, " has ref count ", b.ref_count,
+    if (ref_counts_[id] != expected_refs[id]) {
+      return absl::InternalError(absl::StrCat("block ", id, " has ref count ", ref_counts_[id],
                                               " but ", expected_refs[id], " holders"));
     }
-    if ((b.ref_count == 0) != b.in_free_queue) {
+    if ((ref_counts_[id] == 0) != b.in_free_queue) {
       return absl::InternalError(absl::StrCat("block ", id, " is neither free nor in use"));
     }
     if (b.cached) {

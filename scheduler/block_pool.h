@@ -45,7 +45,7 @@ class BlockPool {
   // REQUIRES: ref_count(id) > 0. At zero the block goes back to the free
   // queue: cached blocks at the tail, others at the head.
   void DecRef(BlockId id);
-  int32_t ref_count(BlockId id) const { return blocks_[id].ref_count; }
+  int32_t ref_count(BlockId id) const { return ref_counts_[id]; }
 
   // Prefix cache. Lookup returns the block holding content `hash`, or kNoBlock.
   BlockId Lookup(const BlockHash& hash) const;
@@ -59,8 +59,9 @@ class BlockPool {
   absl::Status CheckConsistency(const std::vector<int32_t>& expected_refs) const;
 
  private:
+  // Metadata other than the reference count, which lives in its own dense
+  // array: the scheduler reads counts of every running sequence each step.
   struct Block {
-    int32_t ref_count = 0;
     bool cached = false;  // registered in hash_to_block_
     bool in_free_queue = false;
     BlockId prev = kNoBlock;  // free queue links
@@ -77,6 +78,7 @@ class BlockPool {
   const bool caching_enabled_;
 
   std::vector<Block> blocks_;
+  std::vector<int32_t> ref_counts_;
   BlockId free_head_ = kNoBlock;
   BlockId free_tail_ = kNoBlock;
   int32_t num_free_ = 0;

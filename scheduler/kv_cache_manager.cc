@@ -1,9 +1,11 @@
 #include "scheduler/kv_cache_manager.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 
@@ -11,10 +13,12 @@ namespace folio {
 
 KvCacheManager::KvCacheManager(const Options& options)
     : block_size_(options.block_size),
+      block_shift_(std::countr_zero(static_cast<uint32_t>(options.block_size))),
       watermark_blocks_(static_cast<int32_t>(std::floor(options.watermark * options.num_device_blocks))),
       device_pool_(options.num_device_blocks, options.enable_prefix_caching),
       host_pool_(options.num_host_blocks, /*enable_caching=*/false) {
   FOLIO_CHECK_GT(block_size_, 0);
+  FOLIO_CHECK_EQ(block_size_ & (block_size_ - 1), 0);  // a power of two
 }
 
 void KvCacheManager::ExtendBlockHashes(Sequence& seq, int32_t num_tokens,
@@ -45,18 +49,23 @@ int32_t KvCacheManager::CountCachedBlocks(Sequence& seq, std::string_view salt) 
 AllocStatus KvCacheManager::CanAdmit(std::span<Sequence* const> seqs, std::string_view salt) {
   int32_t needed = 0;
   int32_t longest = 0;
+  // Free cached blocks revived by hits; sequences of one group share them.
+  absl::flat_hash_map<BlockId, bool> revived;
   for (Sequence* seq : seqs) {
     FOLIO_CHECK(seq->block_table().empty());
     const int32_t blocks = BlocksForTokens(seq->num_tokens() + 1);
     longest = std::max(longest, blocks);
     const int32_t cached = CountCachedBlocks(*seq, salt);
     needed += blocks - cached;
-    // A hit on a free cached block takes it out of the free pool too.
+    // A hit on a free cached block takes it out of the free pool too, once.
     for (int32_t i = 0; i < cached; ++i) {
-      if (device_pool_.ref_count(device_pool_.Lookup(seq->block_hashes()[i])) == 0) ++needed;
+      const BlockId id = device_pool_.Lookup(seq->block_hashes()[i]);
+      if (device_pool_.ref_count(id) == 0 && revived.try_emplace(id, true).second) ++needed;
     }
   }
-  if (longest > device_pool_.num_blocks()) return AllocStatus::kNever;
+  // Even an empty pool must keep the watermark free: a request that needs
+  // more would wait forever.
+  if (longest > device_pool_.num_blocks() - watermark_blocks_) return AllocStatus::kNever;
   return device_pool_.num_free_blocks() - needed >= watermark_blocks_ ? AllocStatus::kOk
                                                                       : AllocStatus::kLater;
 }
@@ -80,8 +89,9 @@ int32_t KvCacheManager::BlocksNeeded(std::span<Sequence* const> seqs,
                                      int32_t reserve_tokens) const {
   FOLIO_CHECK_EQ(seqs.size(), num_new_tokens.size());
   // Sequences of one group share blocks: once one of them copies a shared
-  // block, the others hold one reference fewer.
-  absl::flat_hash_map<BlockId, int32_t> released;
+  // block, the others hold one reference fewer. Groups are small: a linear
+  // list beats a hash map here, on the scheduler's hottest path.
+  absl::InlinedVector<std::pair<BlockId, int32_t>, 4> released;
   int32_t needed = 0;
   for (size_t s = 0; s < seqs.size(); ++s) {
     const Sequence& seq = *seqs[s];
@@ -91,13 +101,18 @@ int32_t KvCacheManager::BlocksNeeded(std::span<Sequence* const> seqs,
     needed += std::max(0, want - table.size());
     if (num_new_tokens[s] == 0) continue;
     const int32_t last_written = std::min(BlocksForTokens(end), table.size());
-    for (int32_t i = seq.num_computed_tokens() / block_size_; i < last_written; ++i) {
+    for (int32_t i = BlockIndex(seq.num_computed_tokens()); i < last_written; ++i) {
       const BlockId id = table[i];
-      auto it = released.find(id);
+      auto it = std::find_if(released.begin(), released.end(),
+                             [id](const auto& r) { return r.first == id; });
       const int32_t refs = device_pool_.ref_count(id) - (it == released.end() ? 0 : it->second);
       if (refs > 1) {
         ++needed;
-        ++released[id];
+        if (it == released.end()) {
+          released.emplace_back(id, 1);
+        } else {
+          ++it->second;
+        }
       }
     }
   }
@@ -118,7 +133,7 @@ bool KvCacheManager::AllocateSlots(Sequence& seq, int32_t num_new_tokens, int32_
   // Copy-on-write: a block about to be written must be ours alone.
   if (num_new_tokens > 0) {
     const int32_t last_written = std::min(BlocksForTokens(end), table.size());
-    for (int32_t i = begin / block_size_; i < last_written; ++i) {
+    for (int32_t i = BlockIndex(begin); i < last_written; ++i) {
       const BlockId shared = table[i];
       if (device_pool_.ref_count(shared) == 1) continue;
       const BlockId own = device_pool_.Allocate();
@@ -138,7 +153,7 @@ bool KvCacheManager::AllocateSlots(Sequence& seq, int32_t num_new_tokens, int32_
   // Blocks this step fills become prefix-cache entries.
   if (device_pool_.caching_enabled()) {
     ExtendBlockHashes(seq, end, salt);
-    for (int32_t i = begin / block_size_; i < end / block_size_; ++i) {
+    for (int32_t i = BlockIndex(begin); i < BlockIndex(end); ++i) {
       device_pool_.RegisterHash(table[i], seq.block_hashes()[i]);
     }
   }
@@ -176,8 +191,12 @@ bool KvCacheManager::CanSwapOut(std::span<Sequence* const> seqs) const {
 }
 
 bool KvCacheManager::CanSwapIn(std::span<Sequence* const> seqs) const {
+  const int32_t unique = NumUniqueBlocks(seqs);
+  // The blocks came from the device pool, so an idle one always takes them
+  // back; the headroom below could otherwise keep a group swapped forever.
+  if (device_pool_.num_used_blocks() == 0) return unique <= device_pool_.num_free_blocks();
   // Room for the blocks plus one new block per sequence to grow into.
-  const int32_t needed = NumUniqueBlocks(seqs) + static_cast<int32_t>(seqs.size());
+  const int32_t needed = unique + static_cast<int32_t>(seqs.size());
   return device_pool_.num_free_blocks() - needed >= watermark_blocks_;
 }
 

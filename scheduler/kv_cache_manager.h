@@ -47,9 +47,12 @@ class KvCacheManager {
   KvCacheManager& operator=(const KvCacheManager&) = delete;
 
   int32_t block_size() const { return block_size_; }
+  // Block sizes are powers of two: shifts, not divisions, on the hot path.
   int32_t BlocksForTokens(int32_t num_tokens) const {
-    return (num_tokens + block_size_ - 1) / block_size_;
+    return (num_tokens + block_size_ - 1) >> block_shift_;
   }
+  // The logical block holding token position `pos`.
+  int32_t BlockIndex(int32_t pos) const { return pos >> block_shift_; }
   const BlockPool& device_pool() const { return device_pool_; }
   const BlockPool& host_pool() const { return host_pool_; }
   const PrefixCacheStats& prefix_cache_stats() const { return prefix_stats_; }
@@ -58,7 +61,9 @@ class KvCacheManager {
   // Admission of sequences with empty tables (new or recompute-resumed):
   // room for all their current tokens plus one more each, counting prefix-
   // cache hits, above the watermark? kNever when even an empty pool could not
-  // hold the longest of them.
+  // hold the longest of them above the watermark. (A group that fits one by
+  // one but not together gets kLater even from an idle pool; the scheduler
+  // turns that into never when nothing runs.)
   // Memoizes the sequences' block hashes.
   AllocStatus CanAdmit(std::span<Sequence* const> seqs, std::string_view salt);
 
@@ -94,6 +99,8 @@ class KvCacheManager {
   int32_t NumUniqueBlocks(std::span<Sequence* const> seqs) const;
   bool CanSwapOut(std::span<Sequence* const> seqs) const;
   void SwapOut(std::span<Sequence* const> seqs, std::vector<BlockCopy>* ops);
+  // Room for the blocks plus one block per sequence above the watermark, or
+  // an idle device pool (which always takes back what was swapped out).
   bool CanSwapIn(std::span<Sequence* const> seqs) const;
   void SwapIn(std::span<Sequence* const> seqs, std::vector<BlockCopy>* ops);
 
@@ -112,6 +119,7 @@ class KvCacheManager {
 
   // Const after construction.
   const int32_t block_size_;
+  const int32_t block_shift_;  // log2(block_size_)
   const int32_t watermark_blocks_;
 
   BlockPool device_pool_;

@@ -6,11 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "common/sampling_params.h"
 #include "common/types.h"
 #include "scheduler/sequence.h"
 
 namespace folio {
+
+// A request's live sequences; most requests have one, so no heap.
+using SequencePtrs = absl::InlinedVector<Sequence*, 4>;
 
 enum class RequestStatus : uint8_t { kWaiting, kRunning, kSwapped, kFinished };
 
@@ -60,9 +64,8 @@ struct Request {
   std::string error;  // why it finished with kError / kLength at admission
 
   int32_t num_prompt_tokens() const { return static_cast<int32_t>(spec.prompt.size()); }
-  std::vector<Sequence*> LiveSequences() const {
-    std::vector<Sequence*> out;
-    out.reserve(seqs.size());
+  SequencePtrs LiveSequences() const {
+    SequencePtrs out;
     for (const auto& s : seqs) out.push_back(s.get());
     return out;
   }

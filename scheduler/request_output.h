@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "common/types.h"
 #include "scheduler/sequence.h"
 
@@ -14,17 +15,19 @@ namespace folio {
 // return every sequence as it grows (n == best_of, no beam search) stream
 // deltas; best_of > n and beam search choose their winners at the end, so
 // they report once, in full, in rank order.
+// Inline storage: a streamed delta is usually one token, and the engine
+// loop builds one per sequence per step.
 struct SequenceOutput {
   int32_t index = 0;  // 0..n-1
-  std::vector<TokenId> token_ids;
-  std::vector<float> logprobs;
+  absl::InlinedVector<TokenId, 4> token_ids;
+  absl::InlinedVector<float, 4> logprobs;
   FinishReason finish_reason = FinishReason::kNone;
   double cumulative_logprob = 0.0;
 };
 
 struct RequestOutput {
   RequestId request_id = 0;
-  std::vector<SequenceOutput> sequences;
+  absl::InlinedVector<SequenceOutput, 1> sequences;
   bool finished = false;
   std::string error;  // set when the request could not be served
   int32_t num_prompt_tokens = 0;

@@ -35,10 +35,22 @@ absl::Status Scheduler::AddRequest(RequestSpec spec) {
   }
   if (absl::Status s = ValidateSamplingParams(spec.sampling); !s.ok()) return s;
   const int32_t parallel = spec.sampling.NumParallelSequences();
+  const char* parallel_field = spec.sampling.UsesBeamSearch() ? "beam_width" : "best_of";
   if (parallel > config_.max_parallel_sequences) {
     return absl::InvalidArgumentError(absl::StrCat(
-        spec.sampling.UsesBeamSearch() ? "beam_width" : "best_of", " must be at most ",
-        config_.max_parallel_sequences, ", got ", parallel));
+        parallel_field, " must be at most ", config_.max_parallel_sequences, ", got ", parallel));
+  }
+  // All of a request's sequences run (and decode) in the same step: more of
+  // them than max_num_seqs or one step's token budget would wait forever.
+  if (parallel > config_.max_num_seqs) {
+    return absl::InvalidArgumentError(absl::StrCat(parallel_field, " must be at most ",
+                                                   config_.max_num_seqs, " (max_num_seqs), got ",
+                                                   parallel));
+  }
+  if (parallel > config_.max_num_batched_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(parallel_field, " must be at most ", config_.max_num_batched_tokens,
+                     " (max_num_batched_tokens), got ", parallel));
   }
   if ((config_.reservation == ReservationPolicy::kOracle ||
        config_.reservation == ReservationPolicy::kPow2) &&
@@ -165,7 +177,7 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int32_t& budget, bool& preempted
     bool sample = false;
     if (budget <= 0) break;
     if (!PlanTokens(r, budget, counts, sample)) continue;
-    std::vector<Sequence*> seqs = r.LiveSequences();
+    SequencePtrs seqs = r.LiveSequences();
     bool dropped = false;
     while (kv_.BlocksNeeded(seqs, counts, r.reserved_tokens) > kv_.num_free_device_blocks()) {
       // The victim is the least important running request: the last one.
@@ -192,7 +204,7 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int32_t& budget, bool& preempted
 }
 
 void Scheduler::Preempt(Request& victim, StepPlan& plan) {
-  std::vector<Sequence*> seqs = victim.LiveSequences();
+  SequencePtrs seqs = victim.LiveSequences();
   PreemptionMode mode = config_.preemption_mode;
   if (mode == PreemptionMode::kAuto) {
     // Recompute would lose a multi-sequence request's shared fork structure.
@@ -202,9 +214,6 @@ void Scheduler::Preempt(Request& victim, StepPlan& plan) {
   if (mode == PreemptionMode::kSwap && !kv_.CanSwapOut(seqs)) mode = PreemptionMode::kRecompute;
 
   FOLIO_CHECK(running_.Remove(&victim));
-  if (config_.reservation_space != nullptr && victim.reserved_tokens > 0) {
-    config_.reservation_space->Release(victim.spec.id);
-  }
   ++victim.num_preemptions;
   for (Sequence* seq : seqs) {
     if (seq->known_to_workers()) {
@@ -223,6 +232,12 @@ void Scheduler::Preempt(Request& victim, StepPlan& plan) {
     kv_.Free(*seq);
     seq->set_num_computed_tokens(0);
   }
+  // Recompute gives the reservation back (it is claimed again at
+  // readmission). A swapped request keeps it: its table still covers the
+  // reserved tokens and FinishRequest releases it.
+  if (config_.reservation_space != nullptr && victim.reserved_tokens > 0) {
+    config_.reservation_space->Release(victim.spec.id);
+  }
   victim.reserved_tokens = 0;
   victim.preempted = true;
   victim.status = RequestStatus::kWaiting;
@@ -234,7 +249,7 @@ void Scheduler::ScheduleSwapped(StepPlan& plan, int32_t& budget, int32_t& seq_sl
   std::vector<int32_t> counts;
   while (!swapped_.empty() && budget > 0) {
     Request& r = *swapped_.front();
-    std::vector<Sequence*> seqs = r.LiveSequences();
+    SequencePtrs seqs = r.LiveSequences();
     if (seq_slots + SequenceSlots(r) > config_.max_num_seqs) break;
     if (!kv_.CanSwapIn(seqs)) break;
     bool sample = false;
@@ -260,7 +275,7 @@ AllocStatus Scheduler::CheckAdmission(Request& r, std::string* why) {
     return AllocStatus::kNever;
   }
   const int32_t reserve = ReservationFor(r);
-  std::vector<Sequence*> seqs = r.LiveSequences();
+  SequencePtrs seqs = r.LiveSequences();
   int32_t needed_blocks = 0;
   for (Sequence* seq : seqs) {
     needed_blocks = std::max(needed_blocks,
@@ -290,10 +305,21 @@ AllocStatus Scheduler::CheckAdmission(Request& r, std::string* why) {
   if (status == AllocStatus::kNever) {
     *why = absl::StrCat("needs more KV blocks than the device pool has (",
                         config_.num_device_blocks, ")");
+    if (kv_.watermark_blocks() > 0) {
+      absl::StrAppend(why, " less the ", kv_.watermark_blocks(), " kept free as the watermark");
+    }
   }
   if (status == AllocStatus::kOk && space != nullptr && reserve > 0 &&
       !space->TryReserve(r.spec.id, claim)) {
     status = AllocStatus::kLater;
+  }
+  // With no request running or swapped, nothing holds device blocks or ever
+  // will free more: "later" would be forever (say, a recompute-preempted
+  // group whose sequences, no longer sharing blocks, outgrew the pool).
+  if (status == AllocStatus::kLater && running_.empty() && swapped_.empty()) {
+    *why = absl::StrCat("does not fit even in an empty KV cache (", config_.num_device_blocks,
+                        " blocks)");
+    status = AllocStatus::kNever;
   }
   if (status == AllocStatus::kOk) r.reserved_tokens = reserve;
   return status;
@@ -307,7 +333,10 @@ void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_sl
     std::string why;
     const AllocStatus status = CheckAdmission(r, &why);
     if (status == AllocStatus::kNever) {
-      pending_outputs_.push_back(FinishRequest(r, FinishReason::kError, std::move(why)));
+      // A recompute-preempted request that outgrew the pool ends like one
+      // that cannot grow while running: by length, keeping its tokens.
+      const FinishReason reason = r.preempted ? FinishReason::kLength : FinishReason::kError;
+      pending_outputs_.push_back(FinishRequest(r, reason, std::move(why)));
       continue;
     }
     if (status == AllocStatus::kLater) break;
@@ -323,7 +352,7 @@ void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_sl
     running_.Insert(&r);
     seq_slots += SequenceSlots(r);
     bool sample = false;
-    std::vector<Sequence*> seqs = r.LiveSequences();
+    SequencePtrs seqs = r.LiveSequences();
     if (PlanTokens(r, budget, counts, sample) &&
         kv_.BlocksNeeded(seqs, counts, r.reserved_tokens) <= kv_.num_free_device_blocks()) {
       Commit(r, counts, sample, plan, budget);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -40,7 +41,9 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Queues a request. INVALID_ARGUMENT, naming the field, for bad input;
+  // Queues a request. INVALID_ARGUMENT, naming the field, for bad input
+  // (best_of / beam_width above max_parallel_sequences, max_num_seqs or
+  // max_num_batched_tokens included: such a request could never run);
   // ALREADY_EXISTS for a duplicate id. A request that can never fit is
   // accepted and finishes with an error at the next step, without blocking
   // anyone.
@@ -56,7 +59,10 @@ class Scheduler {
   // sample; anything else is an internal error (a broken worker).
   absl::StatusOr<std::vector<RequestOutput>> Update(const StepResult& result);
 
-  bool HasUnfinishedRequests() const { return !requests_.empty(); }
+  // True while a request is unfinished or a final output (an abort between
+  // steps) still waits for the next Update(): an engine loop stepping while
+  // this holds delivers every output, even after the last request is aborted.
+  bool HasUnfinishedRequests() const { return !requests_.empty() || !pending_outputs_.empty(); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_swapped() const { return static_cast<int32_t>(swapped_.size()); }
@@ -107,10 +113,13 @@ class Scheduler {
   void BuildPlanEntries(StepPlan& plan);
 
   // Update() parts (scheduler_update.cc).
-  void ApplySamples(Request& r, const std::vector<std::pair<Sequence*, const SequenceSamples*>>& s,
-                    RequestOutput& out);
-  void ApplyBeamStep(Request& r,
-                     const std::vector<std::pair<Sequence*, const SequenceSamples*>>& s);
+  struct SampledSequence {
+    Request* request;
+    Sequence* seq;
+    const SequenceSamples* samples;
+  };
+  void ApplySamples(Request& r, std::span<const SampledSequence> s, RequestOutput& out);
+  void ApplyBeamStep(Request& r, std::span<const SampledSequence> s);
   FinishReason StopReason(const Request& r, const Sequence& seq) const;
   void RetireSequence(Request& r, size_t live_index, FinishReason reason);
   void DropSequence(Sequence& seq);
@@ -118,7 +127,7 @@ class Scheduler {
   RequestOutput FinishRequest(Request& r, FinishReason reason, std::string error,
                               RequestOutput out = {});
   static bool StreamsDeltas(const Request& r);
-  static void AppendDeltas(const std::vector<Sequence*>& seqs, RequestOutput& out);
+  static void AppendDeltas(std::span<Sequence* const> seqs, RequestOutput& out);
   static void AppendRanked(Request& r, RequestOutput& out);
   void FillUsage(const Request& r, RequestOutput& out) const;
   std::unique_ptr<Sequence> ForkSequence(Request& r, const Sequence& parent);
@@ -136,6 +145,7 @@ class Scheduler {
   RequestQueue running_;
   RequestQueue swapped_;
   std::vector<Scheduled> scheduled_;  // this step's work, in plan order
+  std::vector<SampledSequence> sampled_;  // Update()'s scratch, reused
   std::vector<SequenceId> pending_finished_ids_;  // for the next plan
   std::vector<RequestOutput> pending_outputs_;    // finished outside a step
   SchedulerStats stats_;

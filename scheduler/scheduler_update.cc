@@ -13,39 +13,52 @@ namespace folio {
 absl::StatusOr<std::vector<RequestOutput>> Scheduler::Update(const StepResult& result) {
   FOLIO_CHECK(awaiting_update_);
   awaiting_update_ = false;
+  // Resolve every sampled sequence's samples before changing anything. Rank 0
+  // answers in plan order, so the lookup is a cursor; a map only if not.
+  sampled_.clear();
+  size_t cursor = 0;
   absl::flat_hash_map<SequenceId, const SequenceSamples*> by_seq;
-  for (const SequenceSamples& s : result.samples) by_seq[s.seq_id] = &s;
-
-  // Group this step's sampled sequences by request, in plan order.
-  std::vector<Request*> order;
-  absl::flat_hash_map<Request*, std::vector<std::pair<Sequence*, const SequenceSamples*>>> groups;
   for (const Scheduled& s : scheduled_) {
     if (s.mode == SampleMode::kNone) continue;
-    auto it = by_seq.find(s.seq->id());
-    if (it == by_seq.end()) {
+    const SequenceSamples* samples = nullptr;
+    if (cursor < result.samples.size() && result.samples[cursor].seq_id == s.seq->id()) {
+      samples = &result.samples[cursor++];
+    } else {
+      if (by_seq.empty()) {
+        for (const SequenceSamples& r : result.samples) by_seq[r.seq_id] = &r;
+      }
+      auto it = by_seq.find(s.seq->id());
+      if (it != by_seq.end()) samples = it->second;
+    }
+    if (samples == nullptr) {
       return absl::InternalError(absl::StrCat("step ", result.step_id, ": no samples for sequence ",
                                               s.seq->id()));
     }
     const size_t expected = s.mode == SampleMode::kSample ? s.num_samples : 1;
-    if (it->second->tokens.size() < expected ||
-        it->second->tokens.size() > static_cast<size_t>(s.num_samples)) {
+    if (samples->tokens.size() < expected ||
+        samples->tokens.size() > static_cast<size_t>(s.num_samples)) {
       return absl::InternalError(absl::StrCat("step ", result.step_id, ": sequence ", s.seq->id(),
-                                              " got ", it->second->tokens.size(), " samples, asked ",
+                                              " got ", samples->tokens.size(), " samples, asked ",
                                               s.num_samples));
     }
-    auto [g, inserted] = groups.try_emplace(s.request);
-    if (inserted) order.push_back(s.request);
-    g->second.emplace_back(s.seq, it->second);
+    sampled_.push_back({s.request, s.seq, samples});
   }
 
   std::vector<RequestOutput> outputs = std::move(pending_outputs_);
   pending_outputs_.clear();
-  for (Request* r : order) {
+  outputs.reserve(outputs.size() + sampled_.size());
+  // A request's sequences are contiguous in the plan: handle each run.
+  for (size_t begin = 0; begin < sampled_.size();) {
+    Request* r = sampled_[begin].request;
+    size_t end = begin + 1;
+    while (end < sampled_.size() && sampled_[end].request == r) ++end;
+    const std::span<const SampledSequence> group(sampled_.data() + begin, end - begin);
+    begin = end;
     RequestOutput out;
     if (r->spec.sampling.UsesBeamSearch()) {
-      ApplyBeamStep(*r, groups[r]);
+      ApplyBeamStep(*r, group);
     } else {
-      ApplySamples(*r, groups[r], out);
+      ApplySamples(*r, group, out);
     }
     if (r->seqs.empty()) {
       outputs.push_back(FinishRequest(*r, FinishReason::kNone, "", std::move(out)));
@@ -55,6 +68,7 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::Update(const StepResult& r
     }
   }
   scheduled_.clear();
+  sampled_.clear();
   MaybeCheckInvariants();
   return outputs;
 }
@@ -67,11 +81,10 @@ std::unique_ptr<Sequence> Scheduler::ForkSequence(Request& r, const Sequence& pa
   return child;
 }
 
-void Scheduler::ApplySamples(Request& r,
-                             const std::vector<std::pair<Sequence*, const SequenceSamples*>>& s,
+void Scheduler::ApplySamples(Request& r, std::span<const SampledSequence> s,
                              RequestOutput& out) {
   const bool stream = StreamsDeltas(r);
-  for (const auto& [seq, samples] : s) {
+  for (const auto& [request, seq, samples] : s) {
     const std::vector<SampledToken>& tokens = samples->tokens;
     if (!r.fanned_out && tokens.size() > 1) {
       // The prompt's first token, sampled best_of times: fork the others
@@ -88,7 +101,7 @@ void Scheduler::ApplySamples(Request& r,
   stats_.num_generation_tokens += static_cast<int64_t>(r.seqs.size());
   // Stop checks, then deltas for streamed requests (retired sequences stay
   // alive in finished_seqs, so the pointers hold).
-  std::vector<Sequence*> touched = r.LiveSequences();
+  SequencePtrs touched = r.LiveSequences();
   for (size_t i = 0; i < r.seqs.size();) {
     const FinishReason reason = StopReason(r, *r.seqs[i]);
     if (reason != FinishReason::kNone) {
@@ -100,13 +113,12 @@ void Scheduler::ApplySamples(Request& r,
   if (stream) AppendDeltas(touched, out);
 }
 
-void Scheduler::ApplyBeamStep(Request& r,
-                              const std::vector<std::pair<Sequence*, const SequenceSamples*>>& s) {
+void Scheduler::ApplyBeamStep(Request& r, std::span<const SampledSequence> s) {
   const SamplingParams& sp = r.spec.sampling;
   FOLIO_CHECK_EQ(s.size(), r.seqs.size());  // every beam is scheduled together
   std::vector<double> cumulative;
   std::vector<std::vector<SampledToken>> candidates;
-  for (const auto& [seq, samples] : s) {
+  for (const auto& [request, seq, samples] : s) {
     cumulative.push_back(seq->cumulative_logprob());
     candidates.push_back(samples->tokens);
   }
@@ -131,7 +143,7 @@ void Scheduler::ApplyBeamStep(Request& r,
     r.finished_beams.push_back(std::move(beam));
   };
   for (const BeamExtension& ext : sel.finished) {
-    const Sequence& parent = *s[ext.parent].first;
+    const Sequence& parent = *s[ext.parent].seq;
     const bool is_eos = std::find(r.spec.eos_token_ids.begin(), r.spec.eos_token_ids.end(),
                                   ext.token) != r.spec.eos_token_ids.end();
     snapshot(parent, &ext, is_eos && !sp.ignore_eos ? FinishReason::kEos : FinishReason::kStop);
@@ -143,7 +155,7 @@ void Scheduler::ApplyBeamStep(Request& r,
   for (const BeamExtension& ext : sel.continuing) children[ext.parent].push_back(&ext);
   std::vector<std::unique_ptr<Sequence>> next;
   for (size_t b = 0; b < s.size(); ++b) {
-    Sequence* parent = s[b].first;
+    Sequence* parent = s[b].seq;
     auto owned = std::find_if(r.seqs.begin(), r.seqs.end(),
                               [&](const auto& p) { return p.get() == parent; });
     FOLIO_CHECK(owned != r.seqs.end());
@@ -236,7 +248,22 @@ RequestOutput Scheduler::FinishRequest(Request& r, FinishReason reason, std::str
   }
   r.reserved_tokens = 0;
   // Forced ends (abort, errors, a pool too small) finish every live sequence.
-  std::vector<Sequence*> forced = r.LiveSequences();
+  // Live beams become hypotheses ended by `reason`, so a beam search cut
+  // short (say, by a KV cache too small for its next tokens) still returns
+  // the beams it has, ranked, rather than nothing.
+  if (r.spec.sampling.UsesBeamSearch()) {
+    for (const auto& seq : r.seqs) {
+      FinishedBeam beam;
+      beam.output_tokens.assign(seq->output_tokens().begin(), seq->output_tokens().end());
+      beam.output_logprobs = seq->output_logprobs();
+      beam.cumulative_logprob = seq->cumulative_logprob();
+      beam.score = BeamScore(beam.cumulative_logprob, seq->num_output_tokens(),
+                             r.spec.sampling.length_penalty);
+      beam.reason = reason;
+      r.finished_beams.push_back(std::move(beam));
+    }
+  }
+  SequencePtrs forced = r.LiveSequences();
   while (!r.seqs.empty()) RetireSequence(r, r.seqs.size() - 1, reason);
   if (StreamsDeltas(r)) {
     AppendDeltas(forced, out);
@@ -255,7 +282,7 @@ bool Scheduler::StreamsDeltas(const Request& r) {
   return !sp.UsesBeamSearch() && sp.best_of == sp.n;
 }
 
-void Scheduler::AppendDeltas(const std::vector<Sequence*>& seqs, RequestOutput& out) {
+void Scheduler::AppendDeltas(std::span<Sequence* const> seqs, RequestOutput& out) {
   for (Sequence* s : seqs) {
     SequenceOutput delta;
     delta.index = s->index();
@@ -271,12 +298,17 @@ void Scheduler::AppendDeltas(const std::vector<Sequence*>& seqs, RequestOutput& 
 
 void Scheduler::AppendRanked(Request& r, RequestOutput& out) {
   const SamplingParams& sp = r.spec.sampling;
-  std::vector<SequenceOutput> ranked;
+  std::vector<SequenceOutput> ranked;  // best first
   if (sp.UsesBeamSearch()) {
     std::stable_sort(r.finished_beams.begin(), r.finished_beams.end(),
                      [](const FinishedBeam& a, const FinishedBeam& b) { return a.score > b.score; });
     for (const FinishedBeam& b : r.finished_beams) {
-      ranked.push_back({0, b.output_tokens, b.output_logprobs, b.reason, b.cumulative_logprob});
+      SequenceOutput o;
+      o.token_ids.assign(b.output_tokens.begin(), b.output_tokens.end());
+      o.logprobs.assign(b.output_logprobs.begin(), b.output_logprobs.end());
+      o.finish_reason = b.reason;
+      o.cumulative_logprob = b.cumulative_logprob;
+      ranked.push_back(std::move(o));
     }
     // Ended before any beam finished (abort, error): report the reason.
     if (ranked.empty() && !r.finished_seqs.empty()) {
@@ -289,8 +321,12 @@ void Scheduler::AppendRanked(Request& r, RequestOutput& out) {
       return a->cumulative_logprob() > b->cumulative_logprob();
     });
     for (const Sequence* s : seqs) {
-      ranked.push_back({0, {s->output_tokens().begin(), s->output_tokens().end()},
-                        s->output_logprobs(), s->finish_reason(), s->cumulative_logprob()});
+      SequenceOutput o;
+      o.token_ids.assign(s->output_tokens().begin(), s->output_tokens().end());
+      o.logprobs.assign(s->output_logprobs().begin(), s->output_logprobs().end());
+      o.finish_reason = s->finish_reason();
+      o.cumulative_logprob = s->cumulative_logprob();
+      ranked.push_back(std::move(o));
     }
   }
   if (ranked.size() > static_cast<size_t>(sp.n)) ranked.resize(sp.n);
@@ -305,6 +341,14 @@ void Scheduler::FillUsage(const Request& r, RequestOutput& out) const {
   out.num_prompt_tokens = r.num_prompt_tokens();
   out.num_cached_prompt_tokens = r.num_cached_prompt_tokens;
   out.num_output_tokens = 0;
+  if (!StreamsDeltas(r)) {
+    // best_of > n and beam search return only their ranked winners (beams
+    // are snapshots outside finished_seqs): count what is returned.
+    for (const SequenceOutput& s : out.sequences) {
+      out.num_output_tokens += static_cast<int32_t>(s.token_ids.size());
+    }
+    return;
+  }
   for (const auto& s : r.seqs) out.num_output_tokens += s->num_output_tokens();
   for (const auto& s : r.finished_seqs) out.num_output_tokens += s->num_output_tokens();
 }

@@ -85,6 +85,12 @@ absl::StatusOr<StepResult> SimulatedWorker::Execute(const StepPlan& plan) {
       return absl::InternalError(absl::StrCat("scheduled unknown sequence ", work.seq_id));
     }
     if (absl::Status s = Compute(work, it->second); !s.ok()) return s;
+    // Distinct beam candidates: more than the vocabulary would never end.
+    if (work.sample_mode == SampleMode::kBeamCandidates && work.num_samples > options_.vocab_size) {
+      return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": ", work.num_samples,
+                                              " beam candidates from a vocabulary of ",
+                                              options_.vocab_size));
+    }
     if (work.sample_mode != SampleMode::kNone) {
       result.samples.push_back({work.seq_id, Sample(work, it->second)});
     }
@@ -117,6 +123,13 @@ absl::Status SimulatedWorker::Compute(const ScheduledSequence& work, Mirror& m) 
                                             " blocks cannot hold ", end, " tokens"));
   }
   if (!options_.verify_kv) return absl::OkStatus();
+  // A block id outside the pool is a wrong plan, not a memory error here.
+  for (int32_t i = 0; i * bs < end; ++i) {
+    if (m.blocks[i] < 0 || m.blocks[i] >= options_.num_device_blocks) {
+      return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": block ", m.blocks[i],
+                                              " at table index ", i, " is outside the pool"));
+    }
+  }
   // Reshape-and-cache, then "attention" over every position up to `end`.
   for (int32_t p = start; p < end; ++p) {
     device_[static_cast<size_t>(m.blocks[p / bs]) * bs + p % bs] = {m.tokens[p], p};

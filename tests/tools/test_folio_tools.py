@@ -1,0 +1,402 @@
+"""Tests for tools/: safetensors I/O, the BPE tokenizer, random models, the demo model.
+
+Run with Debian's interpreter (python3-torch, python3-numpy):
+
+    /usr/bin/python3 -m unittest discover -s tests/tools -v
+
+PCRE2 checks use libpcre2-8 through ctypes (libpcre2-dev is a build dependency)
+and are skipped when the library is missing.
+"""
+
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import unittest
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tools"))
+
+import bpe_tokenizer as bpe  # noqa: E402
+import folio_model_io as mio  # noqa: E402
+import make_random_model  # noqa: E402
+import train_demo_model as tdm  # noqa: E402
+
+DEMO = os.path.join(REPO, "models", "folio-demo")
+HAVE_DEMO = os.path.exists(os.path.join(DEMO, "model.safetensors"))
+HAVE_PCRE2 = bpe.pcre2_available()
+
+torch.set_num_threads(1)
+
+TRICKY = [
+    "",
+    "Hello world",
+    "  leading and trailing spaces   ",
+    "tabs\tand\nnewlines\r\n\r\nand  double  spaces\n\n\n",
+    "I'm sure you'll say they've 'd 's 't 're 'S 'LL it's",
+    "'said 'tis ''s '",
+    "numbers 12345 and 3.14159, 1,000,000 and x2 ²³ ½ Ⅻ ١٢٣",
+    "punctuation!!! ... ?!? (parens) [brackets] {braces} <angles> @#$%^&*",
+    "我很感谢你的热情",
+    "mixed 我很 感谢 café naïve Ελληνικά русский עברית العربية",
+    "emoji 😀👍🏽 and 🇫🇷 flags",
+    "no\u00a0break\u2028line\u2029para\u3000ideographic\u0085nel\u200bzwsp",
+    "combining e\u0301 a\u0308 and marks \u0915\u093f",
+    " ",
+    "\n",
+    "a",
+    "  \n  x",
+    "end with space ",
+    "trailing newline\n",
+    "\x00\x01 control \x1f\x7f chars",
+    "<|begin_of_text|>special<|end_of_text|> inside",
+]
+
+
+class SafetensorsTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_round_trip_each_dtype(self):
+        g = torch.Generator().manual_seed(0)
+        tensors = {"a.weight": torch.randn(3, 5, generator=g), "b": torch.randn(7, generator=g),
+                   "c.scalar_like": torch.randn(1, 1, generator=g) * 1e4}
+        for dtype in ("F32", "F16", "BF16"):
+            path = os.path.join(self.tmp, f"{dtype}.safetensors")
+            mio.save_safetensors(path, tensors, dtype)
+            back, meta = mio.load_safetensors(path)
+            self.assertEqual(meta, {"format": "pt"})
+            for k, v in tensors.items():
+                self.assertEqual(back[k].dtype, {"F32": torch.float32, "F16": torch.float16,
+                                                 "BF16": torch.bfloat16}[dtype])
+                self.assertTrue(torch.equal(back[k].float(), mio.round_to_dtype(v, dtype)), (dtype, k))
+
+    def test_layout(self):
+        path = os.path.join(self.tmp, "x.safetensors")
+        mio.save_safetensors(path, {"w": torch.ones(2, 3), "h": torch.ones(4)}, "BF16",
+                             metadata={"format": "pt", "note": "x"})
+        with open(path, "rb") as f:
+            raw = f.read()
+        (n,) = struct.unpack("<Q", raw[:8])
+        self.assertEqual((8 + n) % 8, 0)  # data 8-byte aligned
+        header = json.loads(raw[8:8 + n])
+        self.assertEqual(header["__metadata__"], {"format": "pt", "note": "x"})
+        self.assertEqual(header["h"], {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]})
+        self.assertEqual(header["w"]["data_offsets"], [8, 20])
+        self.assertEqual(len(raw), 8 + n + 20)
+        # bf16 of 1.0 is 0x3f80, little-endian
+        self.assertEqual(raw[8 + n:8 + n + 2], b"\x80\x3f")
+        # a mixed file: wider elements first, so every tensor is naturally aligned
+        mio.save_safetensors(path, {"a16": torch.ones(3), "z32": torch.ones(3)},
+                             {"a16": "F16", "z32": "F32"})
+        _, header = mio.read_safetensors_header(path)
+        self.assertEqual(header["z32"]["data_offsets"], [0, 12])
+        self.assertEqual(header["a16"]["data_offsets"], [12, 18])
+
+    def test_bf16_bits(self):
+        t = torch.tensor([1.0, -2.0, 0.1])
+        path = os.path.join(self.tmp, "b.safetensors")
+        mio.save_safetensors(path, {"t": t}, "BF16")
+        n, _ = mio.read_safetensors_header(path)
+        with open(path, "rb") as f:
+            f.seek(8 + n)
+            data = f.read()
+        bits = struct.unpack("<3H", data)
+        # 0.1 = 0x3dcccccd in f32: round-to-nearest-even to bf16 is 0x3dcd
+        self.assertEqual(bits, (0x3F80, 0xC000, 0x3DCD))
+
+    def test_reader_rejects_holes(self):
+        path = os.path.join(self.tmp, "bad.safetensors")
+        header = json.dumps({"t": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}).encode()
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(header)) + header + b"\0" * 8)
+        with self.assertRaises(ValueError):
+            mio.load_safetensors(path)
+
+    def test_sharded(self):
+        cfg = mio.make_hf_config(hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                 num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                 vocab_size=50, max_position_embeddings=64,
+                                 architecture="Qwen2ForCausalLM")
+        tensors = {k: torch.randn(s) for k, s in mio.hf_tensor_shapes(cfg).items()}
+        for shards in (2, 3, 7):
+            d = os.path.join(self.tmp, f"s{shards}")
+            os.makedirs(d)
+            files = mio.save_sharded(d, tensors, "F16", shards)
+            self.assertEqual(len(files), shards)
+            with open(os.path.join(d, "model.safetensors.index.json")) as f:
+                index = json.load(f)
+            self.assertEqual(set(index["weight_map"]), set(tensors))
+            self.assertEqual(index["metadata"]["total_size"], 2 * sum(t.numel() for t in tensors.values()))
+            back = mio.load_model_dir_tensors(d)
+            for k, v in tensors.items():
+                self.assertTrue(torch.equal(back[k], mio.round_to_dtype(v, "F16")), k)
+
+    def test_names_and_shapes(self):
+        names = mio.hf_tensor_names(2, tie_word_embeddings=True)
+        self.assertNotIn("lm_head.weight", names)
+        self.assertIn("model.layers.1.mlp.down_proj.weight", names)
+        self.assertEqual(len(names), 1 + 2 * 9 + 1)
+        cfg = mio.make_hf_config(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                                 num_attention_heads=4, num_key_value_heads=1, head_dim=32,
+                                 vocab_size=10, max_position_embeddings=8)
+        shapes = mio.hf_tensor_shapes(cfg)
+        self.assertEqual(shapes["model.layers.0.self_attn.q_proj.weight"], [128, 64])
+        self.assertEqual(shapes["model.layers.0.self_attn.k_proj.weight"], [32, 64])
+        self.assertEqual(shapes["model.layers.0.self_attn.o_proj.weight"], [64, 128])
+        self.assertEqual(shapes["lm_head.weight"], [10, 64])
+
+
+class PreTokenizerTest(unittest.TestCase):
+    def test_pieces_cover_text(self):
+        for s in TRICKY:
+            self.assertEqual("".join(bpe.split_pretokens(s)), s)
+
+    def test_known_splits(self):
+        self.assertEqual(bpe.split_pretokens("Hello world's  end\n\nAnd 42!"),
+                         ["Hello", " world", "'s", " ", " end", "\n", "\n", "And", " 42", "!"])
+        self.assertEqual(bpe.split_pretokens("a   b"), ["a", "  ", " b"])
+        self.assertEqual(bpe.split_pretokens("x \n"), ["x", " \n"])
+
+    @unittest.skipUnless(HAVE_PCRE2, "libpcre2-8 not found")
+    def test_matches_pcre2_on_tricky_strings(self):
+        for s in TRICKY:
+            self.assertEqual(bpe.split_pretokens(s), bpe.pcre2_split(s), repr(s))
+
+    @unittest.skipUnless(HAVE_PCRE2, "libpcre2-8 not found")
+    def test_matches_pcre2_on_every_code_point(self):
+        # each character alone, after a space and before a letter, through both splitters
+        chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+        # characters whose category Python's and PCRE2's Unicode versions may disagree on
+        # (unassigned in Python) are left out
+        chars = [c for c in chars if bpe.unicodedata.category(c) != "Cn"]
+        step = 4096
+        for i in range(0, len(chars), step):
+            block = chars[i:i + step]
+            text = "".join(" " + c + "a'" + c + "  " for c in block)
+            self.assertEqual(bpe.split_pretokens(text), bpe.pcre2_split(text),
+                             f"block starting U+{ord(block[0]):04X}")
+
+    @unittest.skipUnless(HAVE_PCRE2, "libpcre2-8 not found")
+    def test_pattern_compiles_with_and_without_ucp_on_ascii(self):
+        s = "And God said, Let there be light: and there was light.\n  It's 12 o'clock.\t\n"
+        self.assertEqual(bpe.pcre2_split(s, options=bpe.PCRE2_UTF), bpe.split_pretokens(s))
+
+
+class TokenizerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        text = ("In the beginning God created the heaven and the earth.\n"
+                "And the earth was without form, and void; and darkness was upon the deep.\n"
+                "I'm sure you'll see 1234 things; they've said \"hello\" 42 times.\n") * 20
+        text += "我很感谢你的热情 " * 10
+        cls.tok = bpe.train_bpe(text, 320)
+
+    def test_vocab_layout(self):
+        t = self.tok
+        self.assertEqual(t.vocab_size, 320)
+        self.assertEqual(t.bos_id, 318)
+        self.assertEqual(t.eos_id, 319)
+        self.assertEqual(t.id_to_token[ord("a")], "a")
+        self.assertEqual(t.id_to_token[ord(" ")], "\u0120")
+
+    def test_round_trip(self):
+        for s in TRICKY:
+            ids = self.tok.encode(s, parse_special=False)
+            self.assertEqual(self.tok.decode(ids), s, repr(s))
+
+    def test_specials(self):
+        ids = self.tok.encode("<|begin_of_text|>hi<|end_of_text|>")
+        self.assertEqual(ids[0], self.tok.bos_id)
+        self.assertEqual(ids[-1], self.tok.eos_id)
+        self.assertEqual(self.tok.decode(ids, skip_special=True), "hi")
+        self.assertEqual(self.tok.encode("x", add_bos=True)[0], self.tok.bos_id)
+
+    def test_merges_applied_by_rank(self):
+        ids = self.tok.encode(" the")
+        self.assertEqual(len(ids), 1, [self.tok.id_to_token[i] for i in ids])
+
+    def test_json_round_trip(self):
+        j = self.tok.to_hf_json()
+        self.assertEqual(j["model"]["type"], "BPE")
+        self.assertFalse(j["model"]["byte_fallback"])
+        self.assertEqual(j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"], bpe.SPLIT_PATTERN)
+        self.assertEqual(j["pre_tokenizer"]["pretokenizers"][0]["behavior"], "Isolated")
+        self.assertEqual(j["pre_tokenizer"]["pretokenizers"][1],
+                         {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                          "use_regex": False})
+        self.assertEqual(j["decoder"]["type"], "ByteLevel")
+        self.assertTrue(all(t["special"] for t in j["added_tokens"]))
+        self.assertTrue(all(isinstance(m, str) and m.count(" ") == 1 for m in j["model"]["merges"]))
+        back = bpe.ByteLevelBPE.from_hf_json(json.loads(json.dumps(j)))
+        for s in TRICKY:
+            self.assertEqual(back.encode(s), self.tok.encode(s))
+
+    def test_truncated(self):
+        small = self.tok.truncated(290)
+        self.assertEqual(small.vocab_size, 290)
+        self.assertEqual(small.bos_id, 288)
+        for s in TRICKY:
+            self.assertEqual(small.decode(small.encode(s, parse_special=False)), s)
+
+    def test_duplicate_spelling_merges(self):
+        # "ab"+"c" and "a"+"bc" both spell "abc": the second reuses the id (as HF does)
+        t = bpe.ByteLevelBPE([("a", "b"), ("b", "c"), ("ab", "c"), ("a", "bc")])
+        self.assertEqual(t.vocab_size, 256 + 3 + 2)
+        self.assertEqual(t.encode("abc"), [t.vocab["abc"]])
+        self.assertEqual(t.ranks[(ord("a"), t.vocab["bc"])][1], t.vocab["abc"])
+
+
+class RandomModelTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def _make(self, *args):
+        d = os.path.join(self.tmp, "m")
+        make_random_model.main(["--out", d, "--hidden-size", "64", "--layers", "2",
+                                "--heads", "4", "--kv-heads", "2", "--head-dim", "32",
+                                "--intermediate-size", "96", "--vocab-size", "300",
+                                "--reference", "2", "--reference-tokens", "6", *args])
+        with open(os.path.join(d, "config.json")) as f:
+            cfg = json.load(f)
+        return d, cfg
+
+    def _check(self, d, cfg, dtype):
+        tensors = mio.load_model_dir_tensors(d, as_float32=False)
+        shapes = mio.hf_tensor_shapes(cfg)
+        self.assertEqual(set(tensors), set(shapes))
+        for k, v in tensors.items():
+            self.assertEqual(list(v.shape), shapes[k], k)
+            self.assertEqual(v.dtype, dtype, k)
+        tok = bpe.ByteLevelBPE.load(os.path.join(d, "tokenizer.json"))
+        self.assertLessEqual(tok.vocab_size, cfg["vocab_size"])
+        self.assertEqual(tdm.verify_dir(d, log=lambda *_: None), 0.0)
+
+    def test_llama_tied_bf16(self):
+        d, cfg = self._make("--tie")
+        self.assertEqual(cfg["architectures"], ["LlamaForCausalLM"])
+        self.assertTrue(cfg["tie_word_embeddings"])
+        self.assertEqual(cfg["head_dim"], 32)
+        self._check(d, cfg, torch.bfloat16)
+
+    def test_qwen2_sharded_f16(self):
+        d, cfg = self._make("--qwen2", "--shards", "3", "--dtype", "f16")
+        self.assertEqual(cfg["architectures"], ["Qwen2ForCausalLM"])
+        self.assertTrue(os.path.exists(os.path.join(d, "model-00003-of-00003.safetensors")))
+        self._check(d, cfg, torch.float16)
+        self.assertIn("model.layers.1.self_attn.k_proj.bias", mio.load_model_dir_tensors(d))
+
+    def test_llama3_rope_f32_eos_list(self):
+        d, cfg = self._make("--llama3-rope-scaling", "--rope-original-max", "16",
+                            "--dtype", "f32", "--eos-token-id", "299,298")
+        self.assertEqual(cfg["rope_scaling"]["rope_type"], "llama3")
+        self.assertEqual(cfg["eos_token_id"], [299, 298])
+        self._check(d, cfg, torch.float32)
+
+    def test_llama3_inv_freq(self):
+        plain = tdm.rope_inv_freq(128, 500000.0)
+        scaled = tdm.rope_inv_freq(128, 500000.0, mio.llama3_rope_scaling())
+        self.assertAlmostEqual(float(scaled[0]), float(plain[0]))  # high frequency: unchanged
+        self.assertAlmostEqual(float(scaled[-1]), float(plain[-1]) / 8.0)  # low: divided by factor
+
+
+class ForwardPassTest(unittest.TestCase):
+    """The reference forward pass against a slow, per-head, per-position restatement."""
+
+    def test_against_naive(self):
+        cfg = mio.make_hf_config(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                 vocab_size=40, max_position_embeddings=64,
+                                 architecture="Qwen2ForCausalLM",
+                                 rope_scaling=mio.llama3_rope_scaling(original_max_position_embeddings=8))
+        model = tdm.LlamaForCausalLM(cfg)
+        make_random_model.random_weights(model, 0.2, torch.Generator().manual_seed(3))
+        ids = torch.tensor([[1, 5, 7, 2, 39, 0, 11]])
+        with torch.no_grad():
+            fast = model(ids)[0]
+        sd = {k: v.double() for k, v in model.state_dict().items()}
+        inv = tdm.rope_inv_freq(16, cfg["rope_theta"], cfg["rope_scaling"])
+
+        def rms(x, w):
+            return w * x / torch.sqrt((x * x).mean() + cfg["rms_norm_eps"])
+
+        def rope(v, pos):  # HF rotate_half: pairs (i, i + d/2)
+            out = v.clone()
+            for i in range(8):
+                a = pos * inv[i]
+                out[i] = v[i] * torch.cos(a) - v[i + 8] * torch.sin(a)
+                out[i + 8] = v[i + 8] * torch.cos(a) + v[i] * torch.sin(a)
+            return out
+
+        h = [sd["model.embed_tokens.weight"][int(t)] for t in ids[0]]
+        for L in range(2):
+            p = f"model.layers.{L}."
+            xs = [rms(x, sd[p + "input_layernorm.weight"]) for x in h]
+            qs = [sd[p + "self_attn.q_proj.weight"] @ x + sd[p + "self_attn.q_proj.bias"] for x in xs]
+            ks = [sd[p + "self_attn.k_proj.weight"] @ x + sd[p + "self_attn.k_proj.bias"] for x in xs]
+            vs = [sd[p + "self_attn.v_proj.weight"] @ x + sd[p + "self_attn.v_proj.bias"] for x in xs]
+            new_h = []
+            for t in range(len(h)):
+                heads = []
+                for hd in range(4):
+                    kv = hd // 2
+                    q = rope(qs[t][hd * 16:(hd + 1) * 16], t)
+                    scores = torch.stack([q @ rope(ks[s][kv * 16:(kv + 1) * 16], s) / 4.0
+                                          for s in range(t + 1)])
+                    w = torch.softmax(scores, 0)
+                    heads.append(sum(w[s] * vs[s][kv * 16:(kv + 1) * 16] for s in range(t + 1)))
+                x = h[t] + sd[p + "self_attn.o_proj.weight"] @ torch.cat(heads)
+                y = rms(x, sd[p + "post_attention_layernorm.weight"])
+                g = sd[p + "mlp.gate_proj.weight"] @ y
+                u = sd[p + "mlp.up_proj.weight"] @ y
+                new_h.append(x + sd[p + "mlp.down_proj.weight"] @ (g * torch.sigmoid(g) * u))
+            h = new_h
+        logits = torch.stack([sd["lm_head.weight"] @ rms(x, sd["model.norm.weight"]) for x in h])
+        self.assertLess(float((logits - fast.double()).abs().max()), 1e-4)
+
+
+@unittest.skipUnless(HAVE_DEMO, "models/folio-demo not built")
+class DemoModelTest(unittest.TestCase):
+    def test_files_and_size(self):
+        names = set(os.listdir(DEMO))
+        self.assertTrue({"config.json", "model.safetensors", "tokenizer.json", "reference.json"} <= names)
+        self.assertLessEqual(mio.dir_size(DEMO), 10 * 1024 * 1024)
+
+    def test_config_matches_weights(self):
+        with open(os.path.join(DEMO, "config.json")) as f:
+            cfg = json.load(f)
+        self.assertEqual(cfg["architectures"], ["LlamaForCausalLM"])
+        self.assertEqual(cfg["torch_dtype"], "bfloat16")
+        tensors, _ = mio.load_safetensors(os.path.join(DEMO, "model.safetensors"))
+        shapes = mio.hf_tensor_shapes(cfg)
+        self.assertEqual(set(tensors), set(shapes))
+        for k, v in tensors.items():
+            self.assertEqual(v.dtype, torch.bfloat16, k)
+            self.assertEqual(list(v.shape), shapes[k], k)
+        tok = bpe.ByteLevelBPE.load(os.path.join(DEMO, "tokenizer.json"))
+        self.assertEqual(tok.vocab_size, cfg["vocab_size"])
+        self.assertEqual(tok.bos_id, cfg["bos_token_id"])
+        self.assertEqual(tok.eos_id, cfg["eos_token_id"])
+
+    def test_reference_reproduces(self):
+        with open(os.path.join(DEMO, "reference.json")) as f:
+            ref = json.load(f)
+        self.assertEqual(len(ref["cases"]), 8)
+        for case in ref["cases"]:
+            self.assertEqual(len(case["output_token_ids"]), 64)
+            self.assertEqual(len(case["logprobs"]), 64)
+        self.assertLessEqual(tdm.verify_dir(DEMO, log=lambda *_: None), 1e-5)
+
+
+if __name__ == "__main__":
+    unittest.main()
