@@ -174,6 +174,12 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int32_t& budget, bool& preempted
   std::vector<int32_t> counts;
   for (size_t i = 0; i < running_.size(); ++i) {
     Request& r = *running_[i];
+    // Requests and sequences are scattered on the heap: fetch the next ones
+    // while this one is scheduled (a third of the step's cost was misses).
+    if (i + 2 < running_.size()) __builtin_prefetch(running_[i + 2]);
+    if (i + 1 < running_.size() && !running_[i + 1]->seqs.empty()) {
+      __builtin_prefetch(running_[i + 1]->seqs.front().get());
+    }
     bool sample = false;
     if (budget <= 0) break;
     if (!PlanTokens(r, budget, counts, sample)) continue;

@@ -38,12 +38,18 @@ class SteadyDecode {
   // One full iteration; returns the number of scheduled sequences.
   size_t Step() {
     StepPlan plan = scheduler_->Schedule();
+    // Rank 0's answer, rebuilt in place: the worker's allocations are not
+    // the scheduler's cost.
     result_.step_id = plan.step_id;
-    result_.samples.clear();
+    size_t n = 0;
     for (const ScheduledSequence& s : plan.scheduled) {
       if (s.sample_mode == SampleMode::kNone) continue;
-      result_.samples.push_back({s.seq_id, {{static_cast<TokenId>(rng_() % 32000), -1.0f}}});
+      if (n == result_.samples.size()) result_.samples.emplace_back();
+      SequenceSamples& out = result_.samples[n++];
+      out.seq_id = s.seq_id;
+      out.tokens.assign(1, {static_cast<TokenId>(rng_() % 32000), -1.0f});
     }
+    result_.samples.resize(n);
     auto outputs = scheduler_->Update(result_);
     FOLIO_CHECK(outputs.ok());
     for (const RequestOutput& o : *outputs) {
