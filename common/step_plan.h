@@ -21,6 +21,9 @@ namespace folio {
 struct NewSequenceData {
   SequenceId seq_id = 0;
   RequestId request_id = 0;
+  // Position among the request's sequences: with request_id, the stable name
+  // seeded sampling keys on (sequence ids depend on scheduling order).
+  int32_t sequence_index = 0;
   std::vector<TokenId> prompt_token_ids;
   std::vector<TokenId> output_token_ids;
   std::vector<BlockId> block_ids;  // the whole device block table

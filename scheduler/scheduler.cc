@@ -376,6 +376,7 @@ void Scheduler::BuildPlanEntries(StepPlan& plan) {
       NewSequenceData data;
       data.seq_id = seq.id();
       data.request_id = seq.request_id();
+      data.sequence_index = seq.index();
       data.prompt_token_ids.assign(seq.prompt_tokens().begin(), seq.prompt_tokens().end());
       data.output_token_ids.assign(seq.output_tokens().begin(), seq.output_tokens().end());
       data.block_ids = table.blocks();

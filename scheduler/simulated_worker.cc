@@ -22,11 +22,12 @@ double Unit(uint64_t x) { return static_cast<double>(Mix(x) >> 11) * 0x1.0p-53; 
 SimulatedWorker::SimulatedWorker(const Options& options)
     : options_(options),
       device_(options.verify_kv ? static_cast<size_t>(options.num_device_blocks) * options.block_size : 0),
-      host_(options.verify_kv ? static_cast<size_t>(options.num_host_blocks) * options.block_size : 0) {}
+      host_(options.verify_kv ? static_cast<size_t>(options.num_host_blocks) * options.block_size : 0),
+      mirror_(options.block_size, options.num_device_blocks) {}
 
 const std::vector<BlockId>* SimulatedWorker::MirrorBlockTable(SequenceId id) const {
-  auto it = seqs_.find(id);
-  return it == seqs_.end() ? nullptr : &it->second.blocks;
+  const MirroredSequence* m = mirror_.Find(id);
+  return m == nullptr ? nullptr : &m->blocks;
 }
 
 absl::Status SimulatedWorker::ApplyCopies(const std::vector<BlockCopy>& ops,
@@ -45,46 +46,20 @@ absl::Status SimulatedWorker::ApplyCopies(const std::vector<BlockCopy>& ops,
 }
 
 absl::StatusOr<StepResult> SimulatedWorker::Execute(const StepPlan& plan) {
-  for (SequenceId id : plan.finished_seq_ids) seqs_.erase(id);
-  for (SequenceId id : plan.preempted_seq_ids) seqs_.erase(id);
   const int32_t nd = options_.num_device_blocks;
   const int32_t nh = options_.num_host_blocks;
   if (absl::Status s = ApplyCopies(plan.swap_out, device_, host_, nd, nh, "swap-out"); !s.ok()) return s;
   if (absl::Status s = ApplyCopies(plan.swap_in, host_, device_, nh, nd, "swap-in"); !s.ok()) return s;
   if (absl::Status s = ApplyCopies(plan.copies, device_, device_, nd, nd, "copy"); !s.ok()) return s;
 
-  for (const NewSequenceData& n : plan.new_sequences) {
-    Mirror m;
-    m.tokens = n.prompt_token_ids;
-    m.tokens.insert(m.tokens.end(), n.output_token_ids.begin(), n.output_token_ids.end());
-    m.blocks = n.block_ids;
-    m.has_seed = n.sampling.seed.has_value();
-    m.seed = n.sampling.seed.value_or(0);
-    if (!seqs_.emplace(n.seq_id, std::move(m)).second) {
-      return absl::InternalError(absl::StrCat("new sequence ", n.seq_id, " is already mirrored"));
-    }
-  }
-  for (const CachedSequenceData& c : plan.cached_sequences) {
-    auto it = seqs_.find(c.seq_id);
-    if (it == seqs_.end()) {
-      return absl::InternalError(absl::StrCat("diff for unknown sequence ", c.seq_id));
-    }
-    std::vector<BlockId>& blocks = it->second.blocks;
-    if (c.block_table_offset < 0 || c.block_table_offset > static_cast<int32_t>(blocks.size())) {
-      return absl::InternalError(absl::StrCat("sequence ", c.seq_id, ": bad table offset"));
-    }
-    blocks.resize(c.block_table_offset);
-    blocks.insert(blocks.end(), c.block_ids.begin(), c.block_ids.end());
-  }
+  if (absl::Status s = mirror_.ApplyMetadata(plan); !s.ok()) return s;
 
   StepResult result;
   result.step_id = plan.step_id;
   for (const ScheduledSequence& work : plan.scheduled) {
-    auto it = seqs_.find(work.seq_id);
-    if (it == seqs_.end()) {
-      return absl::InternalError(absl::StrCat("scheduled unknown sequence ", work.seq_id));
-    }
-    if (absl::Status s = Compute(work, it->second); !s.ok()) return s;
+    absl::StatusOr<MirroredSequence*> m = mirror_.ApplyScheduled(work);
+    if (!m.ok()) return m.status();
+    if (absl::Status s = Compute(work, **m); !s.ok()) return s;
     // Distinct beam candidates: more than the vocabulary would never end.
     if (work.sample_mode == SampleMode::kBeamCandidates && work.num_samples > options_.vocab_size) {
       return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": ", work.num_samples,
@@ -92,44 +67,17 @@ absl::StatusOr<StepResult> SimulatedWorker::Execute(const StepPlan& plan) {
                                               options_.vocab_size));
     }
     if (work.sample_mode != SampleMode::kNone) {
-      result.samples.push_back({work.seq_id, Sample(work, it->second)});
+      result.samples.push_back({work.seq_id, Sample(work, **m)});
     }
   }
   return result;
 }
 
-absl::Status SimulatedWorker::Compute(const ScheduledSequence& work, Mirror& m) {
+absl::Status SimulatedWorker::Compute(const ScheduledSequence& work, const MirroredSequence& m) {
   const int32_t bs = options_.block_size;
   const int32_t start = work.start_position;
   const int32_t end = start + static_cast<int32_t>(work.token_ids.size());
-  if (start < 0 || start > static_cast<int32_t>(m.tokens.size())) {
-    return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": start ", start,
-                                            " beyond its ", m.tokens.size(), " tokens"));
-  }
-  // The plan's tokens must agree with the mirror; tokens beyond it are new.
-  for (int32_t p = start; p < end; ++p) {
-    const TokenId t = work.token_ids[p - start];
-    if (p < static_cast<int32_t>(m.tokens.size())) {
-      if (m.tokens[p] != t) {
-        return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": token at ", p,
-                                                " is ", t, " but the mirror has ", m.tokens[p]));
-      }
-    } else {
-      m.tokens.push_back(t);
-    }
-  }
-  if (static_cast<int32_t>(m.blocks.size()) * bs < end) {
-    return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": ", m.blocks.size(),
-                                            " blocks cannot hold ", end, " tokens"));
-  }
   if (!options_.verify_kv) return absl::OkStatus();
-  // A block id outside the pool is a wrong plan, not a memory error here.
-  for (int32_t i = 0; i * bs < end; ++i) {
-    if (m.blocks[i] < 0 || m.blocks[i] >= options_.num_device_blocks) {
-      return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": block ", m.blocks[i],
-                                              " at table index ", i, " is outside the pool"));
-    }
-  }
   // Reshape-and-cache, then "attention" over every position up to `end`.
   for (int32_t p = start; p < end; ++p) {
     device_[static_cast<size_t>(m.blocks[p / bs]) * bs + p % bs] = {m.tokens[p], p};
@@ -145,14 +93,14 @@ absl::Status SimulatedWorker::Compute(const ScheduledSequence& work, Mirror& m) 
   return absl::OkStatus();
 }
 
-uint64_t SimulatedWorker::ContentHash(const Mirror& m) const {
-  uint64_t h = Mix(options_.seed ^ (m.has_seed ? Mix(m.seed + 1) : 0));
+uint64_t SimulatedWorker::ContentHash(const MirroredSequence& m) const {
+  uint64_t h = Mix(options_.seed ^ (m.sampling.seed.has_value() ? Mix(*m.sampling.seed + 1) : 0));
   for (TokenId t : m.tokens) h = Mix(h ^ static_cast<uint64_t>(t));
   return h;
 }
 
 std::vector<SampledToken> SimulatedWorker::Sample(const ScheduledSequence& work,
-                                                  const Mirror& m) const {
+                                                  const MirroredSequence& m) const {
   const uint64_t h = ContentHash(m);
   std::vector<SampledToken> out;
   auto token_at = [&](uint64_t key) {

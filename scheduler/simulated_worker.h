@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "common/plan_mirror.h"
 #include "common/step_plan.h"
 
 namespace folio {
@@ -46,7 +47,7 @@ class SimulatedWorker {
   // returns rank 0's samples. An error means the plan was inconsistent.
   absl::StatusOr<StepResult> Execute(const StepPlan& plan);
 
-  size_t num_mirrored_sequences() const { return seqs_.size(); }
+  size_t num_mirrored_sequences() const { return mirror_.size(); }
   // The mirrored block table, or null when the sequence is not mirrored.
   const std::vector<BlockId>* MirrorBlockTable(SequenceId id) const;
 
@@ -55,24 +56,18 @@ class SimulatedWorker {
     TokenId token = -1;
     int32_t position = -1;
   };
-  struct Mirror {
-    std::vector<TokenId> tokens;
-    std::vector<BlockId> blocks;
-    uint64_t seed = 0;
-    bool has_seed = false;
-  };
 
   absl::Status ApplyCopies(const std::vector<BlockCopy>& ops, std::vector<Slot>& from,
                            std::vector<Slot>& to, int32_t from_blocks, int32_t to_blocks,
                            const char* what);
-  absl::Status Compute(const ScheduledSequence& work, Mirror& m);
-  std::vector<SampledToken> Sample(const ScheduledSequence& work, const Mirror& m) const;
-  uint64_t ContentHash(const Mirror& m) const;
+  absl::Status Compute(const ScheduledSequence& work, const MirroredSequence& m);
+  std::vector<SampledToken> Sample(const ScheduledSequence& work, const MirroredSequence& m) const;
+  uint64_t ContentHash(const MirroredSequence& m) const;
 
   const Options options_;
   std::vector<Slot> device_;  // num_device_blocks * block_size slots
   std::vector<Slot> host_;
-  absl::flat_hash_map<SequenceId, Mirror> seqs_;
+  PlanMirror mirror_;
 };
 
 }  // namespace folio
