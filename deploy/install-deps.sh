@@ -10,6 +10,8 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev libssl-dev zlib1g-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libopenblas-dev nlohmann-json3-dev libpcre2-dev
+  # tools/ (Python under /usr/bin/python3): demo-model training, references, tests
+  python3-torch python3-numpy bible-kjv-text
 )
 
 missing=()

@@ -1,0 +1,213 @@
+// folio: the command-line tool. `folio run` is the offline engine (scheduler
+// + one CPU worker in this process). Serving commands (serve, generate,
+// bench) come with the cluster.
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "client/offline_engine.h"
+#include "nlohmann/json.hpp"
+
+namespace folio {
+namespace {
+
+constexpr char kUsage[] = R"(usage: folio run --model DIR (--prompt TEXT | --prompts-file FILE.jsonl) [options]
+
+Sampling:
+  --max-tokens N      (16)       --temperature T (1.0; 0 = greedy)
+  --top-p P (1.0)  --top-k K (0 = off)  --min-p P (0)
+  --repetition-penalty R (1.0)  --presence-penalty P (0)  --frequency-penalty F (0)
+  --seed S            per-request seed (deterministic sampling)
+  --n N  --best-of N  --beam-width K  --length-penalty L
+  --ignore-eos        --stop-token-id ID (repeatable)
+Engine:
+  --block-size N (16)  --kv-cache-mb N (256)  --num-device-blocks N  --num-host-blocks N (0)
+  --max-num-batched-tokens N (2048)  --max-num-seqs N (256)  --max-model-len N
+  --preemption-mode auto|recompute|swap   --no-prefix-caching
+Output:
+  --json              one JSON object per request (ids, log-probs, finish reasons)
+
+A prompts file holds one JSON object per line: {"prompt": "..."} or
+{"prompt_token_ids": [...]}, optionally with "max_tokens", "temperature", "top_p",
+"top_k", "seed", "n".
+)";
+
+[[noreturn]] void Fail(const std::string& message) {
+  std::fprintf(stderr, "folio run: %s\n", message.c_str());
+  std::exit(2);
+}
+
+template <typename T>
+T Number(const std::string& flag, const std::string& value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    double v;
+    if (!absl::SimpleAtod(value, &v)) Fail(flag + " needs a number, got '" + value + "'");
+    return static_cast<T>(v);
+  } else {
+    int64_t v;
+    if (!absl::SimpleAtoi(value, &v)) Fail(flag + " needs an integer, got '" + value + "'");
+    return static_cast<T>(v);
+  }
+}
+
+struct Flags {
+  OfflineEngine::Options engine;
+  SamplingParams sampling;
+  std::string prompt;
+  std::string prompts_file;
+  bool json = false;
+};
+
+Flags Parse(int argc, char** argv) {
+  Flags f;
+  f.sampling.max_tokens = 16;
+  bool best_of_set = false;
+  for (int i = 0; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) Fail(flag + " needs a value");
+      return argv[++i];
+    };
+    SamplingParams& s = f.sampling;
+    OfflineEngine::Options& e = f.engine;
+    if (flag == "--help" || flag == "-h") { std::fputs(kUsage, stdout); std::exit(0); }
+    else if (flag == "--model") e.model_dir = value();
+    else if (flag == "--prompt") f.prompt = value();
+    else if (flag == "--prompts-file") f.prompts_file = value();
+    else if (flag == "--json") f.json = true;
+    else if (flag == "--max-tokens") s.max_tokens = Number<int32_t>(flag, value());
+    else if (flag == "--temperature") s.temperature = Number<float>(flag, value());
+    else if (flag == "--top-p") s.top_p = Number<float>(flag, value());
+    else if (flag == "--top-k") s.top_k = Number<int32_t>(flag, value());
+    else if (flag == "--min-p") s.min_p = Number<float>(flag, value());
+    else if (flag == "--repetition-penalty") s.repetition_penalty = Number<float>(flag, value());
+    else if (flag == "--presence-penalty") s.presence_penalty = Number<float>(flag, value());
+    else if (flag == "--frequency-penalty") s.frequency_penalty = Number<float>(flag, value());
+    else if (flag == "--seed") s.seed = Number<uint64_t>(flag, value());
+    else if (flag == "--n") s.n = Number<int32_t>(flag, value());
+    else if (flag == "--best-of") { s.best_of = Number<int32_t>(flag, value()); best_of_set = true; }
+    else if (flag == "--beam-width") s.beam_width = Number<int32_t>(flag, value());
+    else if (flag == "--length-penalty") s.length_penalty = Number<float>(flag, value());
+    else if (flag == "--ignore-eos") s.ignore_eos = true;
+    else if (flag == "--stop-token-id") s.stop_token_ids.push_back(Number<TokenId>(flag, value()));
+    else if (flag == "--block-size") e.block_size = Number<int32_t>(flag, value());
+    else if (flag == "--kv-cache-mb") e.kv_cache_bytes = Number<int64_t>(flag, value()) << 20;
+    else if (flag == "--num-device-blocks") e.num_device_blocks = Number<int32_t>(flag, value());
+    else if (flag == "--num-host-blocks") e.num_host_blocks = Number<int32_t>(flag, value());
+    else if (flag == "--max-num-batched-tokens") e.max_num_batched_tokens = Number<int32_t>(flag, value());
+    else if (flag == "--max-num-seqs") e.max_num_seqs = Number<int32_t>(flag, value());
+    else if (flag == "--max-model-len") e.max_model_len = Number<int32_t>(flag, value());
+    else if (flag == "--no-prefix-caching") e.enable_prefix_caching = false;
+    else if (flag == "--preemption-mode") {
+      absl::StatusOr<PreemptionMode> m = ParsePreemptionMode(value());
+      if (!m.ok()) Fail(std::string(m.status().message()));
+      e.preemption_mode = *m;
+    } else Fail("unknown flag " + flag + " (see folio run --help)");
+  }
+  if (!best_of_set && f.sampling.beam_width == 1) f.sampling.best_of = f.sampling.n;
+  if (f.engine.model_dir.empty()) Fail("--model is required");
+  if (f.prompt.empty() == f.prompts_file.empty()) Fail("give exactly one of --prompt and --prompts-file");
+  return f;
+}
+
+std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
+  std::vector<OfflineEngine::Request> out;
+  if (!f.prompt.empty()) {
+    out.push_back({f.prompt, std::nullopt, f.sampling});
+    return out;
+  }
+  std::ifstream in(f.prompts_file);
+  if (!in) Fail("cannot open " + f.prompts_file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = f.prompts_file + ":" + std::to_string(n) + ": ";
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) Fail(where + "not a JSON object");
+    OfflineEngine::Request r{"", std::nullopt, f.sampling};
+    if (j.contains("prompt") && j["prompt"].is_string()) {
+      r.prompt = j["prompt"].get<std::string>();
+    } else if (j.contains("prompt_token_ids") && j["prompt_token_ids"].is_array()) {
+      std::vector<TokenId> ids;
+      for (const auto& v : j["prompt_token_ids"]) {
+        if (!v.is_number_integer()) Fail(where + "prompt_token_ids must hold integers");
+        ids.push_back(v.get<TokenId>());
+      }
+      r.prompt_token_ids = std::move(ids);
+    } else {
+      Fail(where + "needs \"prompt\" (a string) or \"prompt_token_ids\" (integers)");
+    }
+    auto num = [&](const char* key, auto& field) {
+      if (!j.contains(key)) return;
+      if (!j[key].is_number()) Fail(where + key + " must be a number");
+      field = j[key].get<std::remove_reference_t<decltype(field)>>();
+    };
+    num("max_tokens", r.sampling.max_tokens);
+    num("temperature", r.sampling.temperature);
+    num("top_p", r.sampling.top_p);
+    num("top_k", r.sampling.top_k);
+    if (j.contains("seed")) {
+      if (!j["seed"].is_number_unsigned()) Fail(where + "seed must be a non-negative integer");
+      r.sampling.seed = j["seed"].get<uint64_t>();
+    }
+    if (j.contains("n")) {
+      num("n", r.sampling.n);
+      r.sampling.best_of = std::max(r.sampling.best_of, r.sampling.n);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+int Run(int argc, char** argv) {
+  const Flags f = Parse(argc, argv);
+  const std::vector<OfflineEngine::Request> requests = ReadPrompts(f);
+  absl::StatusOr<std::unique_ptr<OfflineEngine>> engine = OfflineEngine::Create(f.engine);
+  if (!engine.ok()) Fail(std::string(engine.status().message()));
+  absl::StatusOr<std::vector<OfflineEngine::Result>> results = (*engine)->Generate(requests);
+  if (!results.ok()) Fail(std::string(results.status().message()));
+  for (size_t i = 0; i < results->size(); ++i) {
+    const OfflineEngine::Result& r = (*results)[i];
+    if (f.json) {
+      nlohmann::json j;
+      j["prompt_token_ids"] = r.prompt_token_ids;
+      j["num_cached_prompt_tokens"] = r.num_cached_prompt_tokens;
+      if (!r.error.empty()) j["error"] = r.error;
+      j["outputs"] = nlohmann::json::array();
+      for (const OfflineEngine::Sequence& s : r.sequences) {
+        j["outputs"].push_back({{"index", s.index},
+                                {"text", s.text},
+                                {"token_ids", s.token_ids},
+                                {"logprobs", s.logprobs},
+                                {"cumulative_logprob", s.cumulative_logprob},
+                                {"finish_reason", FinishReasonName(s.finish_reason)}});
+      }
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      continue;
+    }
+    if (!r.error.empty()) std::printf("[request %zu failed: %s]\n", i, r.error.c_str());
+    for (const OfflineEngine::Sequence& s : r.sequences) {
+      if (r.sequences.size() > 1) std::printf("--- %d (%s)\n", s.index, FinishReasonName(s.finish_reason));
+      std::printf("%s\n", s.text.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace folio
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs("usage: folio run ... (folio run --help)\n", stderr);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  if (command == "run") return folio::Run(argc - 2, argv + 2);
+  std::fprintf(stderr, "folio: unknown command '%s' (available: run)\n", command.c_str());
+  return 2;
+}

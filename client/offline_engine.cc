@@ -1,0 +1,116 @@
+#include "client/offline_engine.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace folio {
+
+absl::StatusOr<std::unique_ptr<OfflineEngine>> OfflineEngine::Create(const Options& options) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      Tokenizer::LoadFromDirectory(options.model_dir);
+  if (!tokenizer.ok()) return tokenizer.status();
+  CpuWorker::Options wo;
+  wo.model_dir = options.model_dir;
+  wo.block_size = options.block_size;
+  wo.kv_cache_bytes = options.kv_cache_bytes;
+  wo.num_device_blocks = options.num_device_blocks;
+  wo.num_host_blocks = options.num_host_blocks;
+  wo.seed = options.seed;
+  absl::StatusOr<std::unique_ptr<CpuWorker>> worker = CpuWorker::Create(wo);
+  if (!worker.ok()) return worker.status();
+
+  SchedulerConfig sc;
+  sc.block_size = options.block_size;
+  sc.num_device_blocks = (*worker)->num_device_blocks();
+  sc.num_host_blocks = (*worker)->num_host_blocks();
+  sc.max_num_batched_tokens = options.max_num_batched_tokens;
+  sc.max_num_seqs = options.max_num_seqs;
+  sc.max_model_len = options.max_model_len > 0 ? options.max_model_len
+                                               : (*worker)->config().max_position_embeddings;
+  sc.enable_prefix_caching = options.enable_prefix_caching;
+  sc.preemption_mode = options.preemption_mode;
+  sc.check_invariants = options.check_invariants;
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(sc);
+  if (!scheduler.ok()) return scheduler.status();
+  return std::unique_ptr<OfflineEngine>(
+      new OfflineEngine(std::move(*tokenizer), std::move(*worker), std::move(*scheduler)));
+}
+
+OfflineEngine::OfflineEngine(std::unique_ptr<Tokenizer> tokenizer,
+                             std::unique_ptr<CpuWorker> worker,
+                             std::unique_ptr<Scheduler> scheduler)
+    : tokenizer_(std::move(tokenizer)),
+      worker_(std::move(worker)),
+      scheduler_(std::move(scheduler)) {}
+
+absl::StatusOr<std::vector<OfflineEngine::Result>> OfflineEngine::Generate(
+    const std::vector<Request>& requests) {
+  const ModelConfig& config = worker_->config();
+  std::vector<Result> results(requests.size());
+  absl::flat_hash_map<RequestId, size_t> slot;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& in = requests[i];
+    RequestSpec spec;
+    spec.id = next_id_++;
+    if (in.prompt_token_ids.has_value()) {
+      spec.prompt = *in.prompt_token_ids;
+    } else {
+      spec.prompt = tokenizer_->Encode(in.prompt, /*add_bos=*/false);
+      if (config.bos_token_id.has_value()) spec.prompt.insert(spec.prompt.begin(), *config.bos_token_id);
+    }
+    absl::Status s;
+    for (TokenId t : spec.prompt) {
+      if (t >= config.vocab_size) {
+        s = absl::InvalidArgumentError(absl::StrCat("prompt token id ", t,
+                                                    " is out of vocabulary (size ",
+                                                    config.vocab_size, ")"));
+        break;
+      }
+    }
+    spec.sampling = in.sampling;
+    spec.eos_token_ids = config.eos_token_ids;
+    results[i].prompt_token_ids = spec.prompt;
+    slot[spec.id] = i;
+    if (s.ok()) s = scheduler_->AddRequest(std::move(spec));
+    if (!s.ok()) {
+      // Take back what was queued so the engine stays usable.
+      for (const auto& [id, unused] : slot) scheduler_->Abort(id);
+      while (scheduler_->HasUnfinishedRequests()) {
+        scheduler_->Schedule();
+        (void)scheduler_->Update(StepResult{});
+      }
+      return absl::InvalidArgumentError(absl::StrCat("request ", i, ": ", s.message()));
+    }
+  }
+
+  // Streamed deltas accumulate per sequence; ranked outputs arrive whole.
+  while (scheduler_->HasUnfinishedRequests()) {
+    const StepPlan plan = scheduler_->Schedule();
+    absl::StatusOr<StepResult> step = worker_->Execute(plan);
+    if (!step.ok()) return step.status();
+    absl::StatusOr<std::vector<RequestOutput>> outputs = scheduler_->Update(*step);
+    if (!outputs.ok()) return outputs.status();
+    for (const RequestOutput& out : *outputs) {
+      Result& r = results[slot.at(out.request_id)];
+      r.num_cached_prompt_tokens = out.num_cached_prompt_tokens;
+      if (!out.error.empty()) r.error = out.error;
+      for (const SequenceOutput& delta : out.sequences) {
+        if (r.sequences.size() <= static_cast<size_t>(delta.index)) r.sequences.resize(delta.index + 1);
+        Sequence& seq = r.sequences[delta.index];
+        seq.index = delta.index;
+        seq.token_ids.insert(seq.token_ids.end(), delta.token_ids.begin(), delta.token_ids.end());
+        seq.logprobs.insert(seq.logprobs.end(), delta.logprobs.begin(), delta.logprobs.end());
+        if (delta.finish_reason != FinishReason::kNone) seq.finish_reason = delta.finish_reason;
+        seq.cumulative_logprob = delta.cumulative_logprob;
+      }
+    }
+  }
+  for (Result& r : results) {
+    for (Sequence& seq : r.sequences) seq.text = tokenizer_->Decode(seq.token_ids);
+  }
+  return results;
+}
+
+}  // namespace folio

@@ -1,0 +1,82 @@
+#ifndef FOLIO_CLIENT_OFFLINE_ENGINE_H_
+#define FOLIO_CLIENT_OFFLINE_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/sampling_params.h"
+#include "common/tokenizer.h"
+#include "scheduler/scheduler.h"
+#include "worker/cpu_worker.h"
+
+namespace folio {
+
+// `folio run`: the scheduler and one CPU worker in one process, no network —
+// vLLM's offline LLM.generate. The same plans a cluster would send over
+// gRPC go straight to the worker.
+class OfflineEngine {
+ public:
+  struct Options {
+    std::string model_dir;
+    int32_t block_size = 16;
+    int64_t kv_cache_bytes = int64_t{256} << 20;
+    int32_t num_device_blocks = 0;  // > 0 overrides kv_cache_bytes
+    int32_t num_host_blocks = 0;
+    int32_t max_num_batched_tokens = 2048;
+    int32_t max_num_seqs = 256;
+    int32_t max_model_len = 0;  // 0 = the model's max_position_embeddings
+    bool enable_prefix_caching = true;
+    PreemptionMode preemption_mode = PreemptionMode::kAuto;
+    uint64_t seed = 0;
+    bool check_invariants = false;
+  };
+
+  struct Request {
+    std::string prompt;                            // tokenized with BOS when the model has one
+    std::optional<std::vector<TokenId>> prompt_token_ids;  // used as is when set
+    SamplingParams sampling;
+  };
+
+  struct Sequence {
+    int32_t index = 0;
+    std::string text;
+    std::vector<TokenId> token_ids;
+    std::vector<float> logprobs;
+    FinishReason finish_reason = FinishReason::kNone;
+    double cumulative_logprob = 0.0;
+  };
+
+  struct Result {
+    std::vector<TokenId> prompt_token_ids;
+    std::vector<Sequence> sequences;  // n of them, by index
+    int32_t num_cached_prompt_tokens = 0;
+    std::string error;  // set when the request could not be served
+  };
+
+  static absl::StatusOr<std::unique_ptr<OfflineEngine>> Create(const Options& options);
+
+  // Runs every request to completion, batched together; results in request
+  // order. INVALID_ARGUMENT (naming the request and field) for bad input.
+  absl::StatusOr<std::vector<Result>> Generate(const std::vector<Request>& requests);
+
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const ModelConfig& model_config() const { return worker_->config(); }
+
+ private:
+  OfflineEngine(std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<CpuWorker> worker,
+                std::unique_ptr<Scheduler> scheduler);
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<CpuWorker> worker_;
+  std::unique_ptr<Scheduler> scheduler_;
+  RequestId next_id_ = 0;
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_CLIENT_OFFLINE_ENGINE_H_

@@ -1,0 +1,368 @@
+#include "common/model_config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+
+namespace folio {
+namespace {
+
+using json = nlohmann::json;
+
+struct ArchInfo {
+  const char* class_name;
+  const char* model_type;
+  ModelArchitecture arch;
+  int32_t default_max_position_embeddings;  // transformers' config defaults
+};
+
+constexpr ArchInfo kArchs[] = {
+    {"LlamaForCausalLM", "llama", ModelArchitecture::kLlama, 2048},
+    {"MistralForCausalLM", "mistral", ModelArchitecture::kMistral, 4096 * 32},
+    {"Qwen2ForCausalLM", "qwen2", ModelArchitecture::kQwen2, 32768},
+};
+
+// A JSON value for an error message, cut short if long.
+std::string Show(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+// Typed access to the fields of one JSON object; every error names `source`
+// and the field (with `prefix`, e.g. "rope_scaling.").
+class Fields {
+ public:
+  Fields(const json& obj, std::string_view source, std::string prefix = "")
+      : obj_(obj), source_(source), prefix_(std::move(prefix)) {}
+
+  absl::Status Error(std::string_view field, std::string_view message) const {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(source_), ": field '", prefix_,
+                                                   std::string(field), "': ",
+                                                   std::string(message)));
+  }
+
+  // nullptr when absent or null.
+  const json* Get(const char* field) const {
+    auto it = obj_.find(field);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  absl::StatusOr<int32_t> IntValue(const char* field, const json& v) const {
+    if (!v.is_number_integer()) {
+      return Error(field, absl::StrCat("expected an integer, got ", Show(v)));
+    }
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{INT32_MAX}
+                               : (v.get<int64_t>() > INT32_MAX || v.get<int64_t>() < INT32_MIN)) {
+      return Error(field, absl::StrCat("integer out of range: ", Show(v)));
+    }
+    return static_cast<int32_t>(v.get<int64_t>());
+  }
+
+  absl::StatusOr<std::optional<int32_t>> OptionalInt(const char* field) const {
+    const json* v = Get(field);
+    if (v == nullptr) return std::optional<int32_t>();
+    absl::StatusOr<int32_t> i = IntValue(field, *v);
+    if (!i.ok()) return i.status();
+    return std::optional<int32_t>(*i);
+  }
+
+  absl::StatusOr<int32_t> PositiveInt(const char* field, std::optional<int32_t> fallback) const {
+    absl::StatusOr<std::optional<int32_t>> v = OptionalInt(field);
+    if (!v.ok()) return v.status();
+    if (!v->has_value()) {
+      if (fallback.has_value()) return *fallback;
+      return Error(field, "required but missing");
+    }
+    if (**v <= 0) return Error(field, absl::StrCat("must be positive, got ", **v));
+    return **v;
+  }
+
+  absl::StatusOr<float> PositiveFloat(const char* field, float fallback) const {
+    const json* v = Get(field);
+    if (v == nullptr) return fallback;
+    if (!v->is_number()) return Error(field, absl::StrCat("expected a number, got ", Show(*v)));
+    double d = v->get<double>();
+    if (!(d > 0.0) || !std::isfinite(d) || d > std::numeric_limits<float>::max()) {
+      return Error(field, absl::StrCat("must be a positive finite number, got ", Show(*v)));
+    }
+    return static_cast<float>(d);
+  }
+
+  absl::StatusOr<bool> Bool(const char* field, bool fallback) const {
+    const json* v = Get(field);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) return Error(field, absl::StrCat("expected true or false, got ", Show(*v)));
+    return v->get<bool>();
+  }
+
+  absl::StatusOr<std::optional<std::string>> OptionalString(const char* field) const {
+    const json* v = Get(field);
+    if (v == nullptr) return std::optional<std::string>();
+    if (!v->is_string()) return Error(field, absl::StrCat("expected a string, got ", Show(*v)));
+    return std::optional<std::string>(v->get<std::string>());
+  }
+
+  absl::StatusOr<TokenId> TokenValue(const char* field, const json& v) const {
+    absl::StatusOr<int32_t> id = IntValue(field, v);
+    if (!id.ok()) return id.status();
+    if (*id < 0) return Error(field, absl::StrCat("token id must be >= 0, got ", *id));
+    return *id;
+  }
+
+ private:
+  const json& obj_;
+  std::string_view source_;
+  std::string prefix_;
+};
+
+#define FOLIO_ASSIGN_OR_RETURN_CFG(lhs, expr) \
+  do {                                        \
+    auto _r = (expr);                         \
+    if (!_r.ok()) return _r.status();         \
+    lhs = *std::move(_r);                     \
+  } while (0)
+
+absl::Status ParseArchitecture(const Fields& f, ModelConfig& c) {
+  std::vector<std::string> names;
+  if (const json* archs = f.Get("architectures")) {
+    if (!archs->is_array() || archs->empty()) {
+      return f.Error("architectures", absl::StrCat("expected a non-empty list of strings, got ",
+                                                   Show(*archs)));
+    }
+    for (const json& a : *archs) {
+      if (!a.is_string()) {
+        return f.Error("architectures", absl::StrCat("expected strings, got ", Show(a)));
+      }
+      names.push_back(a.get<std::string>());
+      for (const ArchInfo& info : kArchs) {
+        if (names.back() == info.class_name) {
+          c.architecture = info.arch;
+          c.architecture_name = info.class_name;
+          return absl::OkStatus();
+        }
+      }
+    }
+    return f.Error("architectures",
+                   absl::StrCat("unsupported architecture '", absl::StrJoin(names, "', '"),
+                                "' (supported: LlamaForCausalLM, MistralForCausalLM, "
+                                "Qwen2ForCausalLM)"));
+  }
+  std::optional<std::string> model_type;
+  FOLIO_ASSIGN_OR_RETURN_CFG(model_type, f.OptionalString("model_type"));
+  if (!model_type.has_value()) {
+    return f.Error("architectures", "required but missing (and no model_type either)");
+  }
+  for (const ArchInfo& info : kArchs) {
+    if (*model_type == info.model_type) {
+      c.architecture = info.arch;
+      c.architecture_name = info.class_name;
+      return absl::OkStatus();
+    }
+  }
+  return f.Error("model_type", absl::StrCat("unsupported architecture '", *model_type,
+                                            "' (supported: llama, mistral, qwen2)"));
+}
+
+absl::Status ParseRopeScaling(const json& root, std::string_view source, ModelConfig& c) {
+  Fields f(root, source);
+  const json* rs = f.Get("rope_scaling");
+  if (rs == nullptr) return absl::OkStatus();
+  if (!rs->is_object()) {
+    return f.Error("rope_scaling", absl::StrCat("expected an object or null, got ", Show(*rs)));
+  }
+  Fields r(*rs, source, "rope_scaling.");
+  const char* type_field = rs->contains("rope_type") ? "rope_type" : "type";
+  std::optional<std::string> type;
+  FOLIO_ASSIGN_OR_RETURN_CFG(type, r.OptionalString(type_field));
+  if (!type.has_value()) return r.Error("rope_type", "required but missing");
+  if (*type == "default") return absl::OkStatus();
+  if (*type != "llama3") {
+    return r.Error(type_field, absl::StrCat("unsupported rope scaling type '", *type,
+                                            "' (supported: llama3)"));
+  }
+  RopeScaling s;
+  FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", s.factor));
+  FOLIO_ASSIGN_OR_RETURN_CFG(s.low_freq_factor, r.PositiveFloat("low_freq_factor",
+                                                                s.low_freq_factor));
+  FOLIO_ASSIGN_OR_RETURN_CFG(s.high_freq_factor, r.PositiveFloat("high_freq_factor",
+                                                                 s.high_freq_factor));
+  FOLIO_ASSIGN_OR_RETURN_CFG(s.original_max_position_embeddings,
+                             r.PositiveInt("original_max_position_embeddings",
+                                           s.original_max_position_embeddings));
+  if (!(s.high_freq_factor > s.low_freq_factor)) {
+    return r.Error("high_freq_factor",
+                   absl::StrCat("must be greater than low_freq_factor (", s.low_freq_factor,
+                                "), got ", s.high_freq_factor));
+  }
+  c.rope_scaling = s;
+  return absl::OkStatus();
+}
+
+absl::Status ParseTokens(const Fields& f, ModelConfig& c) {
+  if (const json* bos = f.Get("bos_token_id")) {
+    FOLIO_ASSIGN_OR_RETURN_CFG(c.bos_token_id, f.TokenValue("bos_token_id", *bos));
+  }
+  if (const json* eos = f.Get("eos_token_id")) {
+    if (eos->is_array()) {
+      for (const json& e : *eos) {
+        TokenId id;
+        FOLIO_ASSIGN_OR_RETURN_CFG(id, f.TokenValue("eos_token_id", e));
+        c.eos_token_ids.push_back(id);
+      }
+    } else {
+      TokenId id;
+      FOLIO_ASSIGN_OR_RETURN_CFG(id, f.TokenValue("eos_token_id", *eos));
+      c.eos_token_ids.push_back(id);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseDType(const Fields& f, ModelConfig& c) {
+  const char* field = f.Get("torch_dtype") != nullptr ? "torch_dtype" : "dtype";
+  std::optional<std::string> name;
+  FOLIO_ASSIGN_OR_RETURN_CFG(name, f.OptionalString(field));
+  if (!name.has_value()) {
+    c.torch_dtype = DType::kF32;  // transformers' default
+  } else if (*name == "float32" || *name == "float") {
+    c.torch_dtype = DType::kF32;
+  } else if (*name == "float16" || *name == "half") {
+    c.torch_dtype = DType::kF16;
+  } else if (*name == "bfloat16") {
+    c.torch_dtype = DType::kBF16;
+  } else {
+    return f.Error(field, absl::StrCat("unsupported dtype '", *name,
+                                       "' (supported: float32, float16, bfloat16)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelConfig> ParseObject(const json& root, std::string_view source) {
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(source), ": expected a JSON object, got ", Show(root)));
+  }
+  Fields f(root, source);
+  ModelConfig c;
+  if (absl::Status s = ParseArchitecture(f, c); !s.ok()) return s;
+  const ArchInfo* info = nullptr;
+  for (const ArchInfo& a : kArchs) {
+    if (a.arch == c.architecture) info = &a;
+  }
+
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.hidden_size, f.PositiveInt("hidden_size", std::nullopt));
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.intermediate_size, f.PositiveInt("intermediate_size", std::nullopt));
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.num_layers, f.PositiveInt("num_hidden_layers", std::nullopt));
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.num_heads, f.PositiveInt("num_attention_heads", std::nullopt));
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.num_kv_heads, f.PositiveInt("num_key_value_heads", c.num_heads));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return f.Error("num_key_value_heads",
+                   absl::StrCat(c.num_kv_heads, " does not divide num_attention_heads ",
+                                c.num_heads));
+  }
+  if (f.Get("head_dim") != nullptr) {
+    FOLIO_ASSIGN_OR_RETURN_CFG(c.head_dim, f.PositiveInt("head_dim", std::nullopt));
+  } else {
+    if (c.hidden_size % c.num_heads != 0) {
+      return f.Error("hidden_size",
+                     absl::StrCat(c.hidden_size, " is not divisible by num_attention_heads ",
+                                  c.num_heads, " (and no head_dim is given)"));
+    }
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) {
+    return f.Error("head_dim", absl::StrCat("must be even for RoPE, got ", c.head_dim));
+  }
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.vocab_size, f.PositiveInt("vocab_size", std::nullopt));
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.max_position_embeddings,
+                             f.PositiveInt("max_position_embeddings",
+                                           info->default_max_position_embeddings));
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.rms_norm_eps, f.PositiveFloat("rms_norm_eps", 1e-6f));
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.rope_theta, f.PositiveFloat("rope_theta", 10000.0f));
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  if (absl::Status s = ParseRopeScaling(root, source, c); !s.ok()) return s;
+
+  std::optional<std::string> act;
+  FOLIO_ASSIGN_OR_RETURN_CFG(act, f.OptionalString("hidden_act"));
+  if (act.has_value() && *act != "silu") {
+    return f.Error("hidden_act", absl::StrCat("unsupported activation '", *act,
+                                              "' (supported: silu)"));
+  }
+
+  switch (c.architecture) {
+    case ModelArchitecture::kQwen2: {
+      c.qkv_bias = true;
+      bool use_sw;
+      FOLIO_ASSIGN_OR_RETURN_CFG(use_sw, f.Bool("use_sliding_window", false));
+      if (use_sw) {
+        int32_t sw;
+        FOLIO_ASSIGN_OR_RETURN_CFG(sw, f.PositiveInt("sliding_window", std::nullopt));
+        c.sliding_window = sw;
+      }
+      break;
+    }
+    case ModelArchitecture::kMistral: {
+      if (f.Get("sliding_window") != nullptr) {
+        int32_t sw;
+        FOLIO_ASSIGN_OR_RETURN_CFG(sw, f.PositiveInt("sliding_window", std::nullopt));
+        c.sliding_window = sw;
+      }
+      break;
+    }
+    case ModelArchitecture::kLlama: {
+      for (const char* field : {"attention_bias", "mlp_bias"}) {
+        bool bias;
+        FOLIO_ASSIGN_OR_RETURN_CFG(bias, f.Bool(field, false));
+        if (bias) return f.Error(field, "true is not supported");
+      }
+      break;
+    }
+  }
+
+  if (absl::Status s = ParseTokens(f, c); !s.ok()) return s;
+  if (absl::Status s = ParseDType(f, c); !s.ok()) return s;
+  return c;
+}
+
+#undef FOLIO_ASSIGN_OR_RETURN_CFG
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view json_text,
+                                               std::string_view source) {
+  try {
+    json root = json::parse(json_text.begin(), json_text.end());
+    return ParseObject(root, source);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(source), ": invalid JSON: ", e.what()));
+  }
+}
+
+absl::StatusOr<ModelConfig> ModelConfig::LoadFromDirectory(const std::string& model_dir) {
+  std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(absl::StrCat("error reading ", path, ": ", std::strerror(errno)));
+  }
+  return Parse(text.str(), path);
+}
+
+}  // namespace folio

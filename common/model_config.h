@@ -1,0 +1,80 @@
+#ifndef FOLIO_COMMON_MODEL_CONFIG_H_
+#define FOLIO_COMMON_MODEL_CONFIG_H_
+
+// The shape and hyper-parameters of a Llama-family model, read from a Hugging
+// Face `config.json`. Supported: LlamaForCausalLM (Llama 2 / 3 / 3.1+),
+// MistralForCausalLM and Qwen2ForCausalLM, all SwiGLU + RMSNorm + RoPE.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/dtype.h"
+#include "common/types.h"
+
+namespace folio {
+
+enum class ModelArchitecture { kLlama, kMistral, kQwen2 };
+
+// Llama 3.1-style frequency-dependent RoPE scaling (rope_scaling.rope_type
+// "llama3"); the only scaling type supported.
+struct RopeScaling {
+  float factor = 8.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int32_t original_max_position_embeddings = 8192;
+};
+
+// A plain value; copyable. Every field is validated by Parse: the sizes are
+// positive, num_heads % num_kv_heads == 0, head_dim is even.
+struct ModelConfig {
+  ModelArchitecture architecture = ModelArchitecture::kLlama;
+  std::string architecture_name;  // as written, e.g. "LlamaForCausalLM"
+
+  int32_t hidden_size = 0;
+  int32_t intermediate_size = 0;
+  int32_t num_layers = 0;    // num_hidden_layers
+  int32_t num_heads = 0;     // num_attention_heads (query heads)
+  int32_t num_kv_heads = 0;  // num_key_value_heads; defaults to num_heads
+  int32_t head_dim = 0;      // defaults to hidden_size / num_heads
+
+  float rms_norm_eps = 1e-6f;
+  float rope_theta = 10000.0f;
+  std::optional<RopeScaling> rope_scaling;  // absent, null or type "default": none
+
+  int32_t max_position_embeddings = 0;
+  int32_t vocab_size = 0;
+  bool tie_word_embeddings = false;  // lm_head shares embed_tokens' weight
+
+  bool qkv_bias = false;  // q/k/v projections have biases (Qwen2)
+  // Mistral's `sliding_window` (null -> none); Qwen2's only when its
+  // `use_sliding_window` is true. Parsed, not enforced by the loader.
+  std::optional<int32_t> sliding_window;
+
+  std::optional<TokenId> bos_token_id;
+  std::vector<TokenId> eos_token_ids;  // `eos_token_id` may be an int or a list
+
+  DType torch_dtype = DType::kF32;  // `torch_dtype` (or newer `dtype`); absent -> F32
+
+  // Reads and parses `<model_dir>/config.json`. NOT_FOUND naming the path if
+  // it cannot be read; otherwise as Parse.
+  static absl::StatusOr<ModelConfig> LoadFromDirectory(const std::string& model_dir);
+
+  // Parses config.json text. Errors are INVALID_ARGUMENT and name `source`
+  // (usually the file path) and the offending field, e.g.
+  //   "/m/config.json: field 'num_key_value_heads': 3 does not divide num_attention_heads 32".
+  // Required: architectures (or model_type), hidden_size, intermediate_size,
+  // num_hidden_layers, num_attention_heads, vocab_size. Everything else has
+  // the Hugging Face default for the architecture. Rejected as unsupported:
+  // other architectures, rope_scaling types other than llama3, dtypes other
+  // than float32/float16/bfloat16, hidden_act other than silu, and Llama's
+  // attention_bias / mlp_bias (they would add biases we do not load).
+  static absl::StatusOr<ModelConfig> Parse(std::string_view json_text, std::string_view source);
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_COMMON_MODEL_CONFIG_H_

@@ -1,0 +1,478 @@
+#include "common/tokenizer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/byte_level.h"
+#include "common/check.h"
+#include "nlohmann/json.hpp"
+
+namespace folio {
+namespace {
+
+using json = nlohmann::json;
+
+// Ids above this are taken as a corrupt file rather than a real vocabulary.
+constexpr int64_t kMaxTokenId = int64_t{1} << 24;
+
+// Debian's abseil has its own string_view; heterogeneous lookups need one.
+absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+bool IsAsciiSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+// For single_word added tokens: ASCII alphanumerics, '_' and (approximately)
+// every non-ASCII byte count as word characters.
+bool IsWordByte(char c) {
+  const auto u = static_cast<uint8_t>(c);
+  return u >= 0x80 || u == '_' || (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') ||
+         (u >= 'A' && u <= 'Z');
+}
+
+}  // namespace
+
+// Reads tokenizer.json into a Tokenizer. Every error names the file and field.
+class Tokenizer::Loader {
+ public:
+  Loader(const std::string& path, Tokenizer* t) : path_(path), t_(t) {}
+
+  absl::Status Load(const json& j) {
+    if (!j.is_object()) return Invalid("(top level)", "expected a JSON object");
+    if (auto s = LoadNormalizer(Field(j, "normalizer")); !s.ok()) return s;
+    if (auto s = LoadDecoder(Field(j, "decoder")); !s.ok()) return s;
+    if (!j.contains("model")) return Invalid("model", "missing");
+    if (auto s = LoadModel(j["model"]); !s.ok()) return s;
+    if (auto s = LoadAddedTokens(Field(j, "added_tokens")); !s.ok()) return s;
+    return LoadPreTokenizer(Field(j, "pre_tokenizer"), "pre_tokenizer");
+  }
+
+ private:
+  absl::Status Invalid(std::string_view field, std::string_view what) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": field ", std::string(field), ": ", std::string(what)));
+  }
+  // j[key] without copying, or null when absent.
+  static const json& Field(const json& j, const char* key) {
+    static const json* const kNull = new json();
+    if (!j.is_object()) return *kNull;
+    auto it = j.find(key);
+    return it == j.end() ? *kNull : *it;
+  }
+  static std::string TypeOf(const json& j) {
+    return j.is_object() && j.contains("type") && j["type"].is_string()
+               ? j["type"].get<std::string>()
+               : std::string();
+  }
+
+  absl::Status LoadNormalizer(const json& n) {
+    if (n.is_null() || TypeOf(n) == "NFC") return absl::OkStatus();  // NFC: see tokenizer.h
+    return Invalid("normalizer.type", absl::StrCat("unsupported normalizer '", TypeOf(n), "'"));
+  }
+
+  absl::Status LoadDecoder(const json& d) {
+    if (d.is_null() || TypeOf(d) == "ByteLevel") return absl::OkStatus();
+    return Invalid("decoder.type",
+                   absl::StrCat("unsupported decoder '", TypeOf(d), "' (only ByteLevel)"));
+  }
+
+  absl::Status LoadPreTokenizer(const json& p, const std::string& field) {
+    if (p.is_null()) return absl::OkStatus();
+    const std::string type = TypeOf(p);
+    if (type == "Sequence") {
+      const json& list = Field(p, "pretokenizers");
+      if (!list.is_array()) return Invalid(field + ".pretokenizers", "expected an array");
+      for (size_t i = 0; i < list.size(); ++i) {
+        const std::string sub = absl::StrCat(field, ".pretokenizers[", i, "]");
+        if (auto s = LoadPreTokenizer(list[i], sub); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    if (type == "ByteLevel") {
+      Add(PreTokenizerStep::ByteLevel(p.value("add_prefix_space", false),
+                                      p.value("use_regex", true)));
+      return absl::OkStatus();
+    }
+    if (type == "Digits") {
+      Add(PreTokenizerStep::Digits(p.value("individual_digits", false)));
+      return absl::OkStatus();
+    }
+    if (type != "Split") {
+      return Invalid(field + ".type", absl::StrCat("unsupported pre-tokenizer '", type,
+                                                   "' (ByteLevel, Split, Digits, Sequence)"));
+    }
+    const json& pattern = Field(p, "pattern");
+    const bool is_regex = pattern.contains("Regex"), is_string = pattern.contains("String");
+    if (!is_regex && !is_string)
+      return Invalid(field + ".pattern", "expected {\"Regex\": ...} or {\"String\": ...}");
+    const json& source = is_regex ? pattern["Regex"] : pattern["String"];
+    if (!source.is_string()) return Invalid(field + ".pattern", "expected a string");
+    static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
+        {"Removed", SplitBehavior::kRemoved},
+        {"Isolated", SplitBehavior::kIsolated},
+        {"MergedWithPrevious", SplitBehavior::kMergedWithPrevious},
+        {"MergedWithNext", SplitBehavior::kMergedWithNext},
+        {"Contiguous", SplitBehavior::kContiguous}};
+    const std::string behavior = p.value("behavior", std::string());
+    const auto* found = std::find_if(std::begin(kBehaviors), std::end(kBehaviors),
+                                     [&](const auto& b) { return behavior == b.first; });
+    if (found == std::end(kBehaviors))
+      return Invalid(field + ".behavior", absl::StrCat("unsupported behavior '", behavior, "'"));
+    auto step = PreTokenizerStep::Split(source.get<std::string>(), /*literal=*/is_string,
+                                        found->second, p.value("invert", false));
+    if (!step.ok()) return Invalid(field + ".pattern", std::string(step.status().message()));
+    Add(*std::move(step));
+    return absl::OkStatus();
+  }
+
+  void Add(PreTokenizerStep step) {
+    if (!step.is_identity()) t_->pre_tokenizers_.push_back(std::move(step));
+  }
+
+  absl::Status LoadModel(const json& m) {
+    if (!m.is_object()) return Invalid("model", "expected an object");
+    const std::string type = TypeOf(m);
+    if (!type.empty() && type != "BPE")
+      return Invalid("model.type", absl::StrCat("unsupported model type '", type, "' (only BPE)"));
+    if (m.value("byte_fallback", false))
+      return Invalid("model.byte_fallback", "byte_fallback BPE is not supported");
+    for (const char* field : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      const json& v = m.value(field, json());
+      if (!v.is_null() && !(v.is_string() && v.get<std::string>().empty()))
+        return Invalid(absl::StrCat("model.", field), "not supported");
+    }
+    t_->ignore_merges_ = m.value("ignore_merges", false);
+    t_->fuse_unk_ = m.value("fuse_unk", false);
+
+    const json& vocab = Field(m, "vocab");
+    if (!vocab.is_object()) return Invalid("model.vocab", "expected an object");
+    t_->tokens_.reserve(vocab.size());
+    t_->bytes_to_id_.reserve(vocab.size());
+    for (const auto& [spelled, id] : vocab.items()) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenId)
+        return Invalid("model.vocab", absl::StrCat("bad id for token '", spelled, "'"));
+      const auto tid = static_cast<TokenId>(id.get<int64_t>());
+      Grow(tid);
+      std::string bytes;
+      if (ByteLevelDecode(spelled, &bytes)) {
+        t_->bytes_to_id_[bytes] = tid;
+        t_->tokens_[tid].bytes = std::move(bytes);
+      } else {  // not byte-level spelled: its bytes are its UTF-8
+        t_->odd_vocab_[spelled] = tid;
+        t_->tokens_[tid].bytes = spelled;
+      }
+    }
+    for (int b = 0; b < 256; ++b) {
+      auto it = t_->bytes_to_id_.find(std::string(1, static_cast<char>(b)));
+      t_->byte_id_[b] = it == t_->bytes_to_id_.end() ? -1 : it->second;
+    }
+
+    const json& merges = Field(m, "merges");
+    if (!merges.is_array() && !merges.is_null())
+      return Invalid("model.merges", "expected an array");
+    t_->merges_.reserve(merges.size());  // (0 for null)
+    for (size_t i = 0; i < merges.size(); ++i) {
+      const json& e = merges[i];
+      std::string a, b;
+      if (e.is_string()) {  // "a b"
+        const std::string s = e.get<std::string>();
+        const size_t sp = s.find(' ');
+        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+          return Invalid(absl::StrCat("model.merges[", i, "]"), "expected \"left right\"");
+        a = s.substr(0, sp);
+        b = s.substr(sp + 1);
+      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+        a = e[0].get<std::string>();
+        b = e[1].get<std::string>();
+      } else {
+        return Invalid(absl::StrCat("model.merges[", i, "]"), "expected \"a b\" or [\"a\", \"b\"]");
+      }
+      std::optional<TokenId> ia, ib, im;
+      std::string ba, bb;
+      if (ByteLevelDecode(a, &ba) && ByteLevelDecode(b, &bb)) {  // the usual case: no re-decode
+        ia = Lookup(t_->bytes_to_id_, ba);
+        ib = Lookup(t_->bytes_to_id_, bb);
+        ba += bb;
+        im = Lookup(t_->bytes_to_id_, ba);
+      } else {
+        ia = t_->FindToken(a);
+        ib = t_->FindToken(b);
+        im = t_->FindToken(a + b);
+      }
+      if (!ia || !ib || !im) {
+        return Invalid(absl::StrCat("model.merges[", i, "]"), absl::StrCat("token '",
+                                                                           !ia   ? a
+                                                                           : !ib ? b
+                                                                                 : a + b,
+                                                                           "' not in vocab"));
+      }
+      // As in tokenizers, a repeated pair keeps its last rank.
+      t_->merges_.insert_or_assign(PairKey(*ia, *ib), Merge{static_cast<int32_t>(i), *im});
+    }
+
+    const json& unk = Field(m, "unk_token");
+    if (unk.is_string()) t_->unk_id_ = t_->FindToken(unk.get<std::string>());
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadAddedTokens(const json& list) {
+    if (list.is_null()) return absl::OkStatus();
+    if (!list.is_array()) return Invalid("added_tokens", "expected an array");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& a = list[i];
+      const std::string field = absl::StrCat("added_tokens[", i, "]");
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+          !a.contains("content") || !a["content"].is_string())
+        return Invalid(field, "expected {\"id\": int, \"content\": string, ...}");
+      const int64_t id = a["id"].get<int64_t>();
+      std::string content = a["content"].get<std::string>();
+      if (id < 0 || id >= kMaxTokenId) return Invalid(field + ".id", "out of range");
+      if (content.empty() || !IsValidUtf8(content))
+        return Invalid(field + ".content", "empty or not UTF-8");
+      const auto tid = static_cast<TokenId>(id);
+      Grow(tid);
+      t_->tokens_[tid].bytes = content;
+      t_->tokens_[tid].special = a.value("special", false);
+      t_->added_.push_back({std::move(content), tid, a.value("single_word", false),
+                            a.value("lstrip", false), a.value("rstrip", false)});
+    }
+    std::stable_sort(t_->added_.begin(), t_->added_.end(),
+                     [](const AddedToken& x, const AddedToken& y) {
+                       return x.content.size() > y.content.size();
+                     });
+    for (size_t k = 0; k < t_->added_.size(); ++k) {
+      const auto first = static_cast<uint8_t>(t_->added_[k].content[0]);
+      t_->added_by_first_byte_[first].push_back(static_cast<int32_t>(k));
+    }
+    for (std::string_view name : {"<|begin_of_text|>", "<s>", "<|startoftext|>", "<|endoftext|>"}) {
+      if (std::optional<TokenId> id = t_->FindToken(name)) {
+        t_->bos_id_ = id;
+        break;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  static std::optional<TokenId> Lookup(const absl::flat_hash_map<std::string, TokenId>& map,
+                                       const std::string& key) {
+    auto it = map.find(key);
+    return it == map.end() ? std::nullopt : std::optional<TokenId>(it->second);
+  }
+
+  void Grow(TokenId id) {
+    if (static_cast<size_t>(id) >= t_->tokens_.size()) t_->tokens_.resize(id + 1);
+  }
+
+  const std::string& path_;
+  Tokenizer* t_;
+};
+
+Tokenizer::Tokenizer() { byte_id_.fill(-1); }
+Tokenizer::~Tokenizer() = default;
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return absl::NotFoundError(absl::StrCat("tokenizer file not found: ", path));
+  if (std::filesystem::is_directory(path, ec))
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not tokenizer.json"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::PermissionDeniedError(absl::StrCat("cannot open ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  try {
+    const json j = json::parse(buffer.str());
+    Loader loader(path, t.get());
+    if (absl::Status s = loader.Load(j); !s.ok()) return s;
+  } catch (const json::exception& e) {  // parse errors and wrongly typed fields
+    return absl::InvalidArgumentError(absl::StrCat(path, ": invalid tokenizer JSON: ", e.what()));
+  }
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromDirectory(
+    const std::string& model_dir) {
+  return LoadFromFile(model_dir + "/tokenizer.json");
+}
+
+std::optional<TokenId> Tokenizer::FindToken(std::string_view token) const {
+  if (!token.empty()) {
+    for (int32_t k : added_by_first_byte_[static_cast<uint8_t>(token[0])])
+      if (added_[k].content == token) return added_[k].id;
+  }
+  std::string bytes;
+  if (ByteLevelDecode(token, &bytes)) {
+    if (auto it = bytes_to_id_.find(bytes); it != bytes_to_id_.end()) return it->second;
+  } else if (auto it = odd_vocab_.find(std::string(token)); it != odd_vocab_.end()) {
+    return it->second;
+  }
+  return std::nullopt;
+}
+
+int Tokenizer::MatchAddedToken(std::string_view text, size_t pos) const {
+  for (int32_t k : added_by_first_byte_[static_cast<uint8_t>(text[pos])]) {
+    const AddedToken& a = added_[k];
+    if (text.compare(pos, a.content.size(), a.content) != 0) continue;
+    if (a.single_word) {
+      const size_t end = pos + a.content.size();
+      if ((pos > 0 && IsWordByte(text[pos - 1])) || (end < text.size() && IsWordByte(text[end])))
+        continue;
+    }
+    return k;
+  }
+  return -1;
+}
+
+std::vector<TokenId> Tokenizer::Encode(std::string_view text, bool add_bos) const {
+  std::vector<TokenId> ids;
+  if (add_bos && bos_id_) ids.push_back(*bos_id_);
+  std::string clean;
+  if (!IsValidUtf8(text)) {
+    AppendUtf8Lossy(text, /*final=*/true, &clean);
+    text = clean;
+  }
+  ids.reserve(ids.size() + text.size() / 3 + 1);
+  size_t start = 0;  // first byte not yet encoded
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    if (added_by_first_byte_[static_cast<uint8_t>(text[pos])].empty()) continue;
+    const int k = MatchAddedToken(text, pos);
+    if (k < 0) continue;
+    const AddedToken& a = added_[k];
+    size_t s = pos, e = pos + a.content.size();
+    if (a.lstrip)
+      while (s > start && IsAsciiSpace(text[s - 1])) --s;
+    if (a.rstrip)
+      while (e < text.size() && IsAsciiSpace(text[e])) ++e;
+    EncodeOrdinary(text.substr(start, s - start), &ids);
+    ids.push_back(a.id);
+    start = e;
+    pos = e - 1;
+  }
+  EncodeOrdinary(text.substr(start), &ids);
+  return ids;
+}
+
+std::vector<std::string> Tokenizer::PreTokenize(std::string_view text) const {
+  std::string clean;
+  if (!IsValidUtf8(text)) {
+    AppendUtf8Lossy(text, /*final=*/true, &clean);
+    text = clean;
+  }
+  std::vector<std::string> pieces;
+  PreTokenizeInto(text, &pieces);
+  return pieces;
+}
+
+void Tokenizer::PreTokenizeInto(std::string_view text, std::vector<std::string>* pieces) const {
+  pieces->clear();
+  if (text.empty()) return;
+  pieces->emplace_back(text);
+  std::vector<std::string> next;
+  for (const PreTokenizerStep& step : pre_tokenizers_) {
+    next.clear();
+    for (const std::string& piece : *pieces) step.Apply(piece, &next);
+    pieces->swap(next);
+  }
+}
+
+void Tokenizer::EncodeOrdinary(std::string_view text, std::vector<TokenId>* out) const {
+  if (text.empty()) return;
+  std::vector<std::string> pieces;
+  PreTokenizeInto(text, &pieces);
+  for (const std::string& piece : pieces) EncodePiece(piece, out);
+}
+
+void Tokenizer::EncodePiece(std::string_view piece, std::vector<TokenId>* out) const {
+  if (piece.empty()) return;
+  if (ignore_merges_) {
+    if (auto it = bytes_to_id_.find(AbslView(piece)); it != bytes_to_id_.end()) {
+      out->push_back(it->second);
+      return;
+    }
+  }
+  // Symbols in a doubly linked list; a merged-away symbol gets len 0.
+  struct Symbol {
+    TokenId id;
+    int32_t prev, next;
+    int32_t len;
+  };
+  std::vector<Symbol> syms;
+  syms.reserve(piece.size());
+  bool last_unk = false;
+  for (char c : piece) {
+    TokenId id = byte_id_[static_cast<uint8_t>(c)];
+    const bool unk = id < 0;
+    if (unk) {
+      if (!unk_id_) continue;  // as tokenizers does without an unk token: drop the byte
+      if (fuse_unk_ && last_unk) {
+        ++syms.back().len;
+        continue;
+      }
+      id = *unk_id_;
+    }
+    last_unk = unk;
+    const auto idx = static_cast<int32_t>(syms.size());
+    syms.push_back({id, idx - 1, -1, 1});
+    if (idx > 0) syms[idx - 1].next = idx;
+  }
+  if (syms.empty()) return;
+
+  // Candidate merges, lowest rank first, then leftmost (as tokenizers' Word::merge_all).
+  struct Candidate {
+    int32_t rank, pos;
+    TokenId id;
+  };
+  auto later = [](const Candidate& a, const Candidate& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  };
+  std::vector<Candidate> heap;
+  auto add_pair = [&](int32_t pos, bool keep_heap) {
+    const Symbol& l = syms[pos];
+    if (l.next < 0) return;
+    auto it = merges_.find(PairKey(l.id, syms[l.next].id));
+    if (it == merges_.end()) return;
+    heap.push_back({it->second.rank, pos, it->second.id});
+    if (keep_heap) std::push_heap(heap.begin(), heap.end(), later);
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(syms.size()); ++i) add_pair(i, false);
+  std::make_heap(heap.begin(), heap.end(), later);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const Candidate c = heap.back();
+    heap.pop_back();
+    Symbol& l = syms[c.pos];
+    if (l.len == 0 || l.next < 0) continue;  // stale: merged away or now last
+    Symbol& r = syms[l.next];
+    auto it = merges_.find(PairKey(l.id, r.id));
+    if (it == merges_.end() || it->second.id != c.id || it->second.rank != c.rank) continue;
+    l.id = c.id;
+    l.len += r.len;
+    r.len = 0;
+    l.next = r.next;
+    if (l.next >= 0) syms[l.next].prev = c.pos;
+    if (l.prev >= 0) add_pair(l.prev, true);
+    add_pair(c.pos, true);
+  }
+  for (int32_t i = 0; i >= 0; i = syms[i].next) out->push_back(syms[i].id);
+}
+
+std::string Tokenizer::Decode(std::span<const TokenId> ids, bool skip_special_tokens) const {
+  std::string bytes;
+  for (TokenId id : ids) {
+    if (skip_special_tokens && IsSpecial(id)) continue;
+    bytes.append(TokenBytesView(id));
+  }
+  if (IsValidUtf8(bytes)) return bytes;
+  std::string text;
+  AppendUtf8Lossy(bytes, /*final=*/true, &text);
+  return text;
+}
+
+}  // namespace folio

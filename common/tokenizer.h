@@ -1,0 +1,144 @@
+#ifndef FOLIO_COMMON_TOKENIZER_H_
+#define FOLIO_COMMON_TOKENIZER_H_
+
+// A Hugging Face tokenizer.json reader for byte-level BPE (GPT-2, Llama-3,
+// Qwen2 and the folio demo model).
+//
+// Encoding, as the `tokenizers` library does it:
+//   1. added tokens (special or not) found literally in the text map to their
+//      ids (leftmost, longest first; lstrip/rstrip absorb ASCII whitespace;
+//      single_word treats ASCII alphanumerics, '_' and non-ASCII as word chars);
+//   2. each stretch between them is normalized (none, or NFC - see below) and
+//      split by the pre-tokenizers: ByteLevel (use_regex: the GPT-2 regex),
+//      Split with a Regex or String pattern (PCRE2 with UTF and UCP, JIT when
+//      available) and any behavior/invert, Digits, or a Sequence of these;
+//   3. each pre-token is BPE-merged by rank over its bytes (the byte-level map
+//      only changes how tokens are spelled in the file), or, with
+//      `ignore_merges` (Llama-3), taken whole when the vocab holds it.
+// Decoding concatenates token bytes and replaces invalid UTF-8 like Rust's
+// from_utf8_lossy (one U+FFFD per maximal invalid subpart).
+//
+// Not supported (INVALID_ARGUMENT at load, naming the field and file): models
+// other than BPE, byte_fallback, subword prefixes/suffixes, normalizers other
+// than null/NFC, decoders other than null/ByteLevel, other pre-tokenizers.
+// The NFC normalizer (Qwen2) is accepted and treated as the identity: prompts
+// are almost always NFC already, and pulling in ICU for it is not worth it.
+// The post_processor is ignored: callers ask for BOS with `add_bos`.
+//
+// Thread-safety: immutable after loading (except set_bos_token_id, which must
+// happen before the tokenizer is shared); all const methods may run
+// concurrently.
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "common/byte_level.h"
+#include "common/types.h"
+
+namespace folio {
+
+class Tokenizer {
+ public:
+  // Reads a tokenizer.json. NOT_FOUND if the file is missing; INVALID_ARGUMENT
+  // for bad JSON, a malformed or unsupported field. Every message names the file.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromFile(const std::string& path);
+  // model_dir/tokenizer.json.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromDirectory(const std::string& model_dir);
+
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+  ~Tokenizer();
+
+  // Token ids of `text`, preceded by bos_token_id() when add_bos is set and a
+  // BOS id is known. Invalid UTF-8 in `text` is first replaced by U+FFFD.
+  std::vector<TokenId> Encode(std::string_view text, bool add_bos = false) const;
+
+  // Text of `ids`: token bytes concatenated, invalid UTF-8 replaced by U+FFFD.
+  // Ids outside the vocabulary are skipped; special tokens are skipped when
+  // skip_special_tokens is set.
+  std::string Decode(std::span<const TokenId> ids, bool skip_special_tokens = true) const;
+
+  // The pre-tokens (raw bytes) of a text without added tokens: steps 2 of the
+  // encoding above. For tests and debugging.
+  std::vector<std::string> PreTokenize(std::string_view text) const;
+
+  // max id + 1 over the vocab and the added tokens.
+  int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
+
+  // The first of <|begin_of_text|>, <s>, <|startoftext|>, <|endoftext|> that
+  // the added tokens (or else the vocab) hold; nullopt if none.
+  std::optional<TokenId> bos_token_id() const { return bos_id_; }
+  // Overrides the BOS id (for example with config.json's bos_token_id).
+  // REQUIRES: not concurrent with any other call.
+  void set_bos_token_id(std::optional<TokenId> id) { bos_id_ = id; }
+
+  // The id of a token spelled as in tokenizer.json: an added token's content
+  // ("<|end_of_text|>") or a vocab entry in byte-level form ("Ġthe"). (Named
+  // FindToken because a member named TokenId would hide the type.)
+  std::optional<TokenId> FindToken(std::string_view token) const;
+
+  // True for added tokens marked "special": true.
+  bool IsSpecial(TokenId id) const { return id >= 0 && id < vocab_size() && tokens_[id].special; }
+
+  // Raw bytes of one token (an added token's content, a vocab token
+  // byte-level decoded); empty for ids outside the vocabulary.
+  std::string TokenBytes(TokenId id) const { return std::string(TokenBytesView(id)); }
+  std::string_view TokenBytesView(TokenId id) const {
+    return id >= 0 && id < vocab_size() ? std::string_view(tokens_[id].bytes) : std::string_view();
+  }
+
+ private:
+  struct TokenInfo {
+    std::string bytes;  // empty for ids that are neither vocab nor added tokens
+    bool special = false;
+  };
+  struct AddedToken {
+    std::string content;
+    TokenId id;
+    bool single_word, lstrip, rstrip;
+  };
+  struct Merge {
+    int32_t rank;
+    TokenId id;
+  };
+  class Loader;
+
+  Tokenizer();
+
+  static uint64_t PairKey(TokenId a, TokenId b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+  // Finds the added token to split out at text[pos]; returns its index or -1.
+  int MatchAddedToken(std::string_view text, size_t pos) const;
+  // Pre-tokenizes and BPE-encodes text without added tokens.
+  void EncodeOrdinary(std::string_view text, std::vector<TokenId>* out) const;
+  void PreTokenizeInto(std::string_view text, std::vector<std::string>* pieces) const;
+  // BPE of one pre-token (raw bytes).
+  void EncodePiece(std::string_view piece, std::vector<TokenId>* out) const;
+
+  // All const after loading.
+  std::vector<TokenInfo> tokens_;                              // by id
+  absl::flat_hash_map<std::string, TokenId> bytes_to_id_;      // vocab by raw bytes
+  absl::flat_hash_map<std::string, TokenId> odd_vocab_;        // vocab not byte-level spelled
+  absl::flat_hash_map<uint64_t, Merge> merges_;                // (left, right) -> merge
+  std::array<TokenId, 256> byte_id_;                           // single bytes; -1 if absent
+  std::vector<AddedToken> added_;                              // longest content first
+  std::array<std::vector<int32_t>, 256> added_by_first_byte_;  // indices into added_
+  std::vector<PreTokenizerStep> pre_tokenizers_;               // applied in order
+  bool ignore_merges_ = false;
+  std::optional<TokenId> unk_id_;
+  bool fuse_unk_ = false;
+  std::optional<TokenId> bos_id_;
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_COMMON_TOKENIZER_H_

@@ -1,0 +1,741 @@
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "kernels/cpu/vec_math.h"
+
+namespace folio::kernels {
+namespace {
+
+bool Fail(std::string* error, std::string message) {
+  if (error != nullptr) *error = std::move(message);
+  return false;
+}
+
+bool CheckShape(const void* k, const void* v, int64_t a, int32_t num_kv_heads, int64_t b,
+                int32_t head_dim, const char* a_name, const char* b_name, std::string* error) {
+  if (k == nullptr || v == nullptr) return Fail(error, "null K or V pointer");
+  if (a <= 0 || num_kv_heads <= 0 || b <= 0 || head_dim <= 0) {
+    return Fail(error, std::string(a_name) + ", num_kv_heads, " + b_name +
+                           " and head_dim must be positive");
+  }
+  if (head_dim % 8 != 0) {
+    return Fail(error, "head_dim " + std::to_string(head_dim) + " is not a multiple of 8");
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ValidatePagedKvLayer(const PagedKvLayer& kv, std::string* error) {
+  return CheckShape(kv.k, kv.v, kv.num_blocks, kv.num_kv_heads, kv.block_size, kv.head_dim,
+                    "num_blocks", "block_size", error);
+}
+
+bool ValidateContiguousKvLayer(const ContiguousKvLayer& kv, std::string* error) {
+  return CheckShape(kv.k, kv.v, kv.num_seqs, kv.num_kv_heads, kv.max_seq_len, kv.head_dim,
+                    "num_seqs", "max_seq_len", error);
+}
+
+bool ValidateHeadCounts(int32_t num_heads, int32_t num_kv_heads, std::string* error) {
+  if (num_heads <= 0 || num_kv_heads <= 0) return Fail(error, "head counts must be positive");
+  if (num_heads % num_kv_heads != 0) {
+    return Fail(error, "num_heads " + std::to_string(num_heads) +
+                           " is not a multiple of num_kv_heads " + std::to_string(num_kv_heads));
+  }
+  return true;
+}
+
+bool ValidateBlockTables(const BlockTables& tables, const int32_t* context_lens, int32_t block_size,
+                         int32_t num_blocks, std::string* error) {
+  if (tables.num_seqs < 0 || tables.max_blocks_per_seq < 0) {
+    return Fail(error, "negative block table shape");
+  }
+  if (block_size <= 0) return Fail(error, "block_size must be positive");
+  if (tables.num_seqs == 0) return true;
+  if (context_lens == nullptr) return Fail(error, "null context_lens");
+  if (tables.ids == nullptr && tables.max_blocks_per_seq > 0) {
+    return Fail(error, "null block table ids");
+  }
+  const int64_t capacity = int64_t{tables.max_blocks_per_seq} * block_size;
+  for (int32_t s = 0; s < tables.num_seqs; ++s) {
+    const int32_t len = context_lens[s];
+    if (len < 0 || len > capacity) {
+      return Fail(error, "sequence " + std::to_string(s) + " context " + std::to_string(len) +
+                             " outside [0, " + std::to_string(capacity) + "]");
+    }
+    const int32_t used = (len + block_size - 1) / block_size;
+    const int32_t* row = tables.ids + int64_t{s} * tables.max_blocks_per_seq;
+    for (int32_t i = 0; i < used; ++i) {
+      if (row[i] < 0 || row[i] >= num_blocks) {
+        return Fail(error, "sequence " + std::to_string(s) + " table entry " + std::to_string(i) +
+                               " block " + std::to_string(row[i]) + " outside [0, " +
+                               std::to_string(num_blocks) + ")");
+      }
+    }
+  }
+  return true;
+}
+
+bool ValidateContextLens(const int32_t* context_lens, int32_t num_seqs, int32_t max_seq_len,
+                         std::string* error) {
+  if (num_seqs > 0 && context_lens == nullptr) return Fail(error, "null context_lens");
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    if (context_lens[s] < 0 || context_lens[s] > max_seq_len) {
+      return Fail(error, "sequence " + std::to_string(s) + " context " +
+                             std::to_string(context_lens[s]) + " outside [0, " +
+                             std::to_string(max_seq_len) + "]");
+    }
+  }
+  return true;
+}
+
+bool ValidateQueryStarts(const int32_t* query_start, const int32_t* context_lens, int32_t num_seqs,
+                         std::string* error) {
+  if (num_seqs < 0) return Fail(error, "negative num_seqs");
+  if (query_start == nullptr) return Fail(error, "null query_start");
+  if (num_seqs > 0 && context_lens == nullptr) return Fail(error, "null context_lens");
+  if (query_start[0] < 0) return Fail(error, "query_start[0] is negative");
+  for (int32_t s = 0; s < num_seqs; ++s) {
+    const int32_t len = query_start[s + 1] - query_start[s];
+    if (len < 0) return Fail(error, "query_start decreases at sequence " + std::to_string(s));
+    if (len > context_lens[s]) {
+      return Fail(error, "sequence " + std::to_string(s) + " has " + std::to_string(len) +
+                             " query tokens but context " + std::to_string(context_lens[s]));
+    }
+  }
+  return true;
+}
+
+namespace cpu {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Inner loops over head_dim. Each `#pragma omp simd` loop keeps its
+// accumulators in vector registers; several independent rows per loop give
+// the CPU independent dependency chains (one row alone would be bound by the
+// add latency). `hd` is any positive count; the kernels use multiples of 8.
+
+// s[j] = q . k_j for the 8 rows k_j = k + j * hd.
+FOLIO_ALWAYS_INLINE void Dot8(const float* __restrict q, const float* __restrict k, int32_t hd,
+                              float* __restrict s) {
+  const float* k0 = k;
+  const float* k1 = k0 + hd;
+  const float* k2 = k1 + hd;
+  const float* k3 = k2 + hd;
+  const float* k4 = k3 + hd;
+  const float* k5 = k4 + hd;
+  const float* k6 = k5 + hd;
+  const float* k7 = k6 + hd;
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3, s4, s5, s6, s7)
+  for (int32_t d = 0; d < hd; ++d) {
+    const float x = q[d];
+    s0 += x * k0[d];
+    s1 += x * k1[d];
+    s2 += x * k2[d];
+    s3 += x * k3[d];
+    s4 += x * k4[d];
+    s5 += x * k5[d];
+    s6 += x * k6[d];
+    s7 += x * k7[d];
+  }
+  s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+
+FOLIO_ALWAYS_INLINE void Dot4(const float* __restrict q, const float* __restrict k, int32_t hd,
+                              float* __restrict s) {
+  const float* k0 = k;
+  const float* k1 = k0 + hd;
+  const float* k2 = k1 + hd;
+  const float* k3 = k2 + hd;
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+  for (int32_t d = 0; d < hd; ++d) {
+    const float x = q[d];
+    s0 += x * k0[d];
+    s1 += x * k1[d];
+    s2 += x * k2[d];
+    s3 += x * k3[d];
+  }
+  s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+}
+
+FOLIO_ALWAYS_INLINE float Dot1(const float* __restrict q, const float* __restrict k, int32_t hd) {
+  float s0 = 0;
+#pragma omp simd reduction(+ : s0)
+  for (int32_t d = 0; d < hd; ++d) s0 += q[d] * k[d];
+  return s0;
+}
+
+// acc += sum_j p[j] * v_j for the 8 rows v_j = v + j * hd.
+FOLIO_ALWAYS_INLINE void Axpy8(const float* __restrict p, const float* __restrict v, int32_t hd,
+                               float* __restrict acc) {
+  const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
+  const float p4 = p[4], p5 = p[5], p6 = p[6], p7 = p[7];
+  const float* v0 = v;
+  const float* v1 = v0 + hd;
+  const float* v2 = v1 + hd;
+  const float* v3 = v2 + hd;
+  const float* v4 = v3 + hd;
+  const float* v5 = v4 + hd;
+  const float* v6 = v5 + hd;
+  const float* v7 = v6 + hd;
+#pragma omp simd
+  for (int32_t d = 0; d < hd; ++d) {
+    acc[d] += ((p0 * v0[d] + p1 * v1[d]) + (p2 * v2[d] + p3 * v3[d])) +
+              ((p4 * v4[d] + p5 * v5[d]) + (p6 * v6[d] + p7 * v7[d]));
+  }
+}
+
+FOLIO_ALWAYS_INLINE void Axpy4(const float* __restrict p, const float* __restrict v, int32_t hd,
+                               float* __restrict acc) {
+  const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
+  const float* v0 = v;
+  const float* v1 = v0 + hd;
+  const float* v2 = v1 + hd;
+  const float* v3 = v2 + hd;
+#pragma omp simd
+  for (int32_t d = 0; d < hd; ++d) {
+    acc[d] += (p0 * v0[d] + p1 * v1[d]) + (p2 * v2[d] + p3 * v3[d]);
+  }
+}
+
+FOLIO_ALWAYS_INLINE void Axpy1(float p, const float* __restrict v, int32_t hd,
+                               float* __restrict acc) {
+#pragma omp simd
+  for (int32_t d = 0; d < hd; ++d) acc[d] += p * v[d];
+}
+
+// ---------------------------------------------------------------------------
+// Where the keys and values of one (sequence, KV head) live. Locate(pos, &run)
+// returns the element offset of position pos in K (and V) and sets run to
+// the number of positions stored contiguously from there.
+
+struct PagedSource {
+  const float* k;
+  const float* v;
+  const int32_t* table;  // this sequence's block table row
+  int64_t block_stride;  // num_kv_heads * block_size * head_dim
+  int64_t head_offset;   // kv_head * block_size * head_dim
+  int32_t block_size;
+  int32_t hd;
+
+  int64_t Locate(int32_t pos, int32_t* run) const {
+    const int32_t b = pos / block_size;
+    const int32_t o = pos - b * block_size;
+    *run = block_size - o;
+    return table[b] * block_stride + head_offset + int64_t{o} * hd;
+  }
+};
+
+// A contiguous cache is walked in aligned pieces of kContiguousRun
+// positions: one tile-long piece would prefetch a whole tile (32 KiB at
+// head_dim 128) ahead, past what L1 holds; 16-32 measured fastest.
+struct ContiguousSource {
+  static constexpr int32_t kContiguousRun = 32;
+  const float* k;
+  const float* v;
+  int64_t base;  // offset of position 0 of this (sequence, KV head)
+  int32_t hd;
+
+  int64_t Locate(int32_t pos, int32_t* run) const {
+    *run = kContiguousRun - pos % kContiguousRun;
+    return base + int64_t{pos} * hd;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// One work item: m query rows that share a KV head, with their online-softmax
+// state. Lives in per-thread scratch, sized once per kernel call.
+
+struct Scratch {
+  Scratch(int32_t max_rows, int32_t hd)
+      : buf(static_cast<size_t>(max_rows) * (2 * hd + kTileTokens + 2)), limit(max_rows) {
+    q = buf.data();
+    acc = q + int64_t{max_rows} * hd;
+    s = acc + int64_t{max_rows} * hd;
+    mx = s + int64_t{max_rows} * kTileTokens;
+    sum = mx + max_rows;
+  }
+
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  // Starts an item of m rows: running max -inf, running sum 0, acc 0.
+  void Reset(int32_t m, int32_t hd) {
+    std::fill(mx, mx + m, kNegInf);
+    std::fill(sum, sum + m, 0.0f);
+    std::fill(acc, acc + int64_t{m} * hd, 0.0f);
+  }
+
+  std::vector<float> buf;
+  std::vector<int32_t> limit;  // [m] last position each row may attend to
+  float* q;                    // [m][hd] query rows, pre-multiplied by scale
+  float* acc;                  // [m][hd] unnormalized output
+  float* s;                    // [m][kTileTokens] scores, then probabilities
+  float* mx;                   // [m] running max
+  float* sum;                  // [m] running sum of exp(score - mx)
+};
+
+// Software prefetch spread over the compute of one piece: the piece after
+// the current one (paged blocks sit at unrelated addresses, which the
+// hardware prefetchers only find after a few misses) is requested a few
+// cache lines at a time between the dot products, so that the loads overlap
+// the arithmetic instead of stalling in one burst.
+class PrefetchCursor {
+ public:
+  // Spreads [p, p + floats) over about `steps` calls of Step().
+  void Reset(const float* p, int64_t floats, int32_t steps) {
+    next_ = reinterpret_cast<const char*>(p);
+    end_ = next_ + floats * int64_t{sizeof(float)};
+    const int64_t lines = (end_ - next_ + kLine - 1) / kLine;
+    per_step_ =
+        static_cast<int32_t>(std::max<int64_t>(1, (lines + steps - 1) / std::max(1, steps)));
+  }
+  void Step() {
+#if defined(__GNUC__)
+    for (int32_t i = 0; i < per_step_ && next_ < end_; ++i, next_ += kLine) {
+      __builtin_prefetch(next_, 0, 2);
+    }
+#endif
+  }
+
+ private:
+  static constexpr int64_t kLine = 64;
+  const char* next_ = nullptr;
+  const char* end_ = nullptr;
+  int32_t per_step_ = 0;
+};
+
+// Copies row r of the item from src (scaled) into the scratch.
+inline void LoadQueryRow(const float* __restrict src, float scale, int32_t hd,
+                         float* __restrict dst) {
+#pragma omp simd
+  for (int32_t d = 0; d < hd; ++d) dst[d] = src[d] * scale;
+}
+
+// out = acc / sum, or zeros for a row that saw no position.
+inline void StoreOutputRow(const float* __restrict acc, float sum, int32_t hd,
+                           float* __restrict out) {
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma omp simd
+  for (int32_t d = 0; d < hd; ++d) out[d] = acc[d] * inv;
+}
+
+// Calls of Dot8/Dot4/Dot1 (or Axpy*) for a piece: the prefetch steps.
+inline int32_t PieceSteps(int32_t m, int32_t run) {
+  return m * (run / 8 + (run % 8) / 4 + run % 4);
+}
+
+// Scores s[r][j] = q_r . k_j for the `run` contiguous key rows at k.
+FOLIO_SIMD_CLONES void ScoresPiece(const float* q, int32_t m, const float* k, int32_t run,
+                                   int32_t hd, float* s, PrefetchCursor& pf) {
+  int32_t j = 0;
+  for (; j + 8 <= run; j += 8) {
+    for (int32_t r = 0; r < m; ++r) {
+      Dot8(q + int64_t{r} * hd, k + int64_t{j} * hd, hd, s + r * kTileTokens + j);
+      pf.Step();
+    }
+  }
+  for (; j + 4 <= run; j += 4) {
+    for (int32_t r = 0; r < m; ++r) {
+      Dot4(q + int64_t{r} * hd, k + int64_t{j} * hd, hd, s + r * kTileTokens + j);
+      pf.Step();
+    }
+  }
+  for (; j < run; ++j) {
+    for (int32_t r = 0; r < m; ++r) {
+      s[r * kTileTokens + j] = Dot1(q + int64_t{r} * hd, k + int64_t{j} * hd, hd);
+      pf.Step();
+    }
+  }
+}
+
+// acc_r += sum_j p[r][j] * v_j for the `run` contiguous value rows at v.
+FOLIO_SIMD_CLONES void ValuesPiece(const float* p, int32_t m, const float* v, int32_t run,
+                                   int32_t hd, float* acc, PrefetchCursor& pf) {
+  int32_t j = 0;
+  for (; j + 8 <= run; j += 8) {
+    for (int32_t r = 0; r < m; ++r) {
+      Axpy8(p + r * kTileTokens + j, v + int64_t{j} * hd, hd, acc + int64_t{r} * hd);
+      pf.Step();
+    }
+  }
+  for (; j + 4 <= run; j += 4) {
+    for (int32_t r = 0; r < m; ++r) {
+      Axpy4(p + r * kTileTokens + j, v + int64_t{j} * hd, hd, acc + int64_t{r} * hd);
+      pf.Step();
+    }
+  }
+  for (; j < run; ++j) {
+    for (int32_t r = 0; r < m; ++r) {
+      Axpy1(p[r * kTileTokens + j], v + int64_t{j} * hd, hd, acc + int64_t{r} * hd);
+      pf.Step();
+    }
+  }
+}
+
+// Online softmax over one tile of n positions starting at t0 for row r:
+// masks positions past the row's limit, updates the running max (rescaling
+// sum and acc when it grows) and turns the scores into probabilities.
+FOLIO_SIMD_CLONES void SoftmaxTileRow(Scratch& sc, int32_t r, int32_t t0, int32_t n, int32_t hd) {
+  float* __restrict s = sc.s + r * kTileTokens;
+  const int32_t valid = std::clamp(sc.limit[r] - t0 + 1, 0, n);
+  if (valid == 0) {  // the whole tile lies past this row's position
+    std::fill(s, s + n, 0.0f);
+    return;
+  }
+  float mt = kNegInf;
+#pragma omp simd reduction(max : mt)
+  for (int32_t t = 0; t < valid; ++t) mt = std::max(mt, s[t]);
+  const float m_old = sc.mx[r];
+  const float m_new = std::max(m_old, mt);
+  if (m_new > m_old) {
+    if (m_old != kNegInf) {  // rescale what earlier tiles accumulated
+      const float alpha = std::exp(m_old - m_new);
+      sc.sum[r] *= alpha;
+      float* __restrict a = sc.acc + int64_t{r} * hd;
+#pragma omp simd
+      for (int32_t d = 0; d < hd; ++d) a[d] *= alpha;
+    }
+    sc.mx[r] = m_new;
+  }
+  float tile_sum = 0.0f;
+#pragma omp simd reduction(+ : tile_sum)
+  for (int32_t t = 0; t < valid; ++t) {
+    const float e = FastExp(s[t] - m_new);
+    s[t] = e;
+    tile_sum += e;
+  }
+  for (int32_t t = valid; t < n; ++t) s[t] = 0.0f;
+  sc.sum[r] += tile_sum;
+}
+
+// Attends the sc.q rows [0, m) to positions [begin, end) of src, each row
+// only up to its own limit (sc.limit), folding into the running state.
+// REQUIRES: every row's limit >= begin (each row sees at least one position
+// of the range), so no row's running max stays -inf after the first tile.
+template <class Src>
+void AttendRange(const Src& src, Scratch& sc, int32_t m, int32_t begin, int32_t end) {
+  const int32_t hd = src.hd;
+  // The tile's pieces: runs of positions stored contiguously (one block, or
+  // the whole tile for a contiguous cache).
+  struct Piece {
+    int64_t off;
+    int32_t pos, run;
+  };
+  Piece pieces[kTileTokens];
+  auto split = [&](int32_t t0, int32_t n) {
+    int32_t count = 0;
+    for (int32_t p = t0; p < t0 + n; ++count) {
+      int32_t run;
+      const int64_t off = src.Locate(p, &run);
+      run = std::min(run, t0 + n - p);
+      pieces[count] = {off, p, run};
+      p += run;
+    }
+    return count;
+  };
+  PrefetchCursor pf;
+  int32_t count = split(begin, std::min(kTileTokens, end - begin));
+  for (int32_t t0 = begin; t0 < end; t0 += kTileTokens) {
+    const int32_t n = std::min(kTileTokens, end - t0);
+    // Access order: K of each piece, then V of each piece, then the next
+    // tile. Each piece prefetches the one read after it.
+    for (int32_t i = 0; i < count; ++i) {
+      const Piece& c = pieces[i];
+      const Piece& next = pieces[i + 1 < count ? i + 1 : 0];
+      pf.Reset((i + 1 < count ? src.k : src.v) + next.off, int64_t{next.run} * hd,
+               PieceSteps(m, c.run));
+      ScoresPiece(sc.q, m, src.k + c.off, c.run, hd, sc.s + (c.pos - t0), pf);
+    }
+    for (int32_t r = 0; r < m; ++r) SoftmaxTileRow(sc, r, t0, n, hd);
+    const int32_t next_t0 = t0 + kTileTokens;
+    const Piece first_next =
+        next_t0 < end ? [&] {
+          int32_t run;
+          const int64_t off = src.Locate(next_t0, &run);
+          return Piece{off, next_t0, std::min(run, end - next_t0)};
+        }()
+                      : Piece{0, 0, 0};
+    for (int32_t i = 0; i < count; ++i) {
+      const Piece& c = pieces[i];
+      if (i + 1 < count) {
+        pf.Reset(src.v + pieces[i + 1].off, int64_t{pieces[i + 1].run} * hd, PieceSteps(m, c.run));
+      } else {
+        pf.Reset(src.k + first_next.off, int64_t{first_next.run} * hd, PieceSteps(m, c.run));
+      }
+      ValuesPiece(sc.s + (c.pos - t0), m, src.v + c.off, c.run, hd, sc.acc, pf);
+    }
+    if (next_t0 < end) count = split(next_t0, std::min(kTileTokens, end - next_t0));
+  }
+}
+
+// Runs fn(item, scratch) for item in [0, n) on the OpenMP threads (dynamic
+// schedule: items differ in cost), each thread with its own scratch.
+// Small jobs (macs: a rough cost) stay on the calling thread.
+template <class Fn>
+void ForEachItem(int64_t n, double macs, int32_t max_rows, int32_t hd, Fn fn) {
+  constexpr double kMinParallelMacs = 1 << 18;
+  [[maybe_unused]] const bool parallel = n > 1 && macs >= kMinParallelMacs;
+#pragma omp parallel if (parallel)
+  {
+    Scratch sc(max_rows, hd);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; ++i) fn(i, sc);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Drivers. `SourceAt(s, h)` builds the source of (sequence s, KV head h).
+
+struct Shape {
+  int32_t num_seqs;
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t hd;
+  int32_t group() const { return num_heads / num_kv_heads; }
+};
+
+template <class SourceAt>
+void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float scale, float* out,
+            SourceAt source_at) {
+  const int32_t g = sh.group();
+  const int64_t items = int64_t{sh.num_seqs} * sh.num_kv_heads;
+  double macs = 0;
+  for (int32_t s = 0; s < sh.num_seqs; ++s) macs += 2.0 * context_lens[s] * sh.num_heads * sh.hd;
+  ForEachItem(items, macs, g, sh.hd, [&](int64_t item, Scratch& sc) {
+    const int32_t s = static_cast<int32_t>(item / sh.num_kv_heads);
+    const int32_t h = static_cast<int32_t>(item % sh.num_kv_heads);
+    const int64_t row0 = (int64_t{s} * sh.num_heads + int64_t{h} * g) * sh.hd;
+    const int32_t len = context_lens[s];
+    sc.Reset(g, sh.hd);
+    for (int32_t r = 0; r < g; ++r) {
+      LoadQueryRow(q + row0 + int64_t{r} * sh.hd, scale, sh.hd, sc.q + int64_t{r} * sh.hd);
+      sc.limit[r] = len - 1;
+    }
+    AttendRange(source_at(s, h), sc, g, 0, len);
+    for (int32_t r = 0; r < g; ++r) {
+      StoreOutputRow(sc.acc + int64_t{r} * sh.hd, sc.sum[r], sh.hd,
+                     out + row0 + int64_t{r} * sh.hd);
+    }
+  });
+}
+
+template <class SourceAt>
+void DecodePartitioned(const float* q, const Shape& sh, const int32_t* context_lens, float scale,
+                       int32_t part_tokens, float* out, SourceAt source_at) {
+  const int32_t g = sh.group();
+  const int32_t hd = sh.hd;
+  // (sequence, slice) pairs; a sequence with context 0 gets one empty slice.
+  std::vector<int32_t> first_part(sh.num_seqs + 1, 0);
+  for (int32_t s = 0; s < sh.num_seqs; ++s) {
+    const int32_t parts = std::max(1, (context_lens[s] + part_tokens - 1) / part_tokens);
+    first_part[s + 1] = first_part[s] + parts;
+  }
+  const int32_t num_parts = first_part[sh.num_seqs];
+  std::vector<int32_t> part_seq(num_parts);
+  for (int32_t s = 0; s < sh.num_seqs; ++s) {
+    std::fill(part_seq.begin() + first_part[s], part_seq.begin() + first_part[s + 1], s);
+  }
+  // Partial state per (slice, KV head, row): max, sum and acc[hd].
+  const int64_t rows = int64_t{num_parts} * sh.num_kv_heads * g;
+  std::vector<float> part_max(rows), part_sum(rows), part_acc(rows * hd);
+  double macs = 0;
+  for (int32_t s = 0; s < sh.num_seqs; ++s) macs += 2.0 * context_lens[s] * sh.num_heads * hd;
+
+  const int64_t items = int64_t{num_parts} * sh.num_kv_heads;
+  ForEachItem(items, macs, g, hd, [&](int64_t item, Scratch& sc) {
+    const int32_t part = static_cast<int32_t>(item / sh.num_kv_heads);
+    const int32_t h = static_cast<int32_t>(item % sh.num_kv_heads);
+    const int32_t s = part_seq[part];
+    const int32_t len = context_lens[s];
+    const int32_t begin = (part - first_part[s]) * part_tokens;
+    const int32_t end = std::min(len, begin + part_tokens);
+    const int64_t row0 = (int64_t{s} * sh.num_heads + int64_t{h} * g) * hd;
+    sc.Reset(g, hd);
+    for (int32_t r = 0; r < g; ++r) {
+      LoadQueryRow(q + row0 + int64_t{r} * hd, scale, hd, sc.q + int64_t{r} * hd);
+      sc.limit[r] = len - 1;
+    }
+    AttendRange(source_at(s, h), sc, g, begin, end);
+    const int64_t prow = item * g;
+    std::copy(sc.mx, sc.mx + g, part_max.begin() + prow);
+    std::copy(sc.sum, sc.sum + g, part_sum.begin() + prow);
+    std::copy(sc.acc, sc.acc + int64_t{g} * hd, part_acc.begin() + prow * hd);
+  });
+
+  // Merge: out = sum_p acc_p * e^(max_p - M) / sum_p sum_p * e^(max_p - M).
+  const int64_t out_rows = int64_t{sh.num_seqs} * sh.num_heads;
+  [[maybe_unused]] const bool parallel = out_rows * hd * 4 >= (1 << 16);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t orow = 0; orow < out_rows; ++orow) {
+    const int32_t s = static_cast<int32_t>(orow / sh.num_heads);
+    const int32_t head = static_cast<int32_t>(orow % sh.num_heads);
+    const int32_t h = head / g;
+    const int32_t r = head % g;
+    float* __restrict o = out + orow * hd;
+    float m_all = kNegInf;
+    for (int32_t p = first_part[s]; p < first_part[s + 1]; ++p) {
+      m_all = std::max(m_all, part_max[(int64_t{p} * sh.num_kv_heads + h) * g + r]);
+    }
+    std::fill(o, o + hd, 0.0f);
+    if (m_all == kNegInf) continue;  // empty context
+    float total = 0.0f;
+    for (int32_t p = first_part[s]; p < first_part[s + 1]; ++p) {
+      const int64_t prow = (int64_t{p} * sh.num_kv_heads + h) * g + r;
+      if (part_max[prow] == kNegInf) continue;
+      const float w = std::exp(part_max[prow] - m_all);
+      total += part_sum[prow] * w;
+      const float* __restrict a = part_acc.data() + prow * hd;
+#pragma omp simd
+      for (int32_t d = 0; d < hd; ++d) o[d] += w * a[d];
+    }
+    const float inv = 1.0f / total;
+#pragma omp simd
+    for (int32_t d = 0; d < hd; ++d) o[d] *= inv;
+  }
+}
+
+template <class SourceAt>
+void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
+             const int32_t* context_lens, float scale, float* out, SourceAt source_at) {
+  const int32_t g = sh.group();
+  const int32_t hd = sh.hd;
+  // Query tiles: up to kMaxRows rows (tokens x group heads) per item.
+  constexpr int32_t kMaxRows = 32;
+  const int32_t tile_queries = std::max(1, kMaxRows / g);
+  struct Tile {
+    int32_t seq, first, last;  // query indices [first, last) within the sequence
+  };
+  std::vector<Tile> tiles;
+  double macs = 0;
+  for (int32_t s = 0; s < sh.num_seqs; ++s) {
+    const int32_t qlen = query_start[s + 1] - query_start[s];
+    const int32_t past = context_lens[s] - qlen;
+    for (int32_t i = 0; i < qlen; i += tile_queries) {
+      tiles.push_back({s, i, std::min(qlen, i + tile_queries)});
+    }
+    macs += 2.0 * qlen * (past + qlen / 2.0 + 1) * sh.num_heads * hd;
+  }
+  // Costlier tiles (later queries see more keys) are pushed last; hand them
+  // out first.
+  std::reverse(tiles.begin(), tiles.end());
+  const int64_t items = static_cast<int64_t>(tiles.size()) * sh.num_kv_heads;
+  ForEachItem(items, macs, tile_queries * g, hd, [&](int64_t item, Scratch& sc) {
+    const Tile& tile = tiles[item / sh.num_kv_heads];
+    const int32_t h = static_cast<int32_t>(item % sh.num_kv_heads);
+    const int32_t s = tile.seq;
+    const int32_t past = context_lens[s] - (query_start[s + 1] - query_start[s]);
+    const int32_t m = (tile.last - tile.first) * g;
+    sc.Reset(m, hd);
+    for (int32_t i = tile.first; i < tile.last; ++i) {
+      const int64_t row0 = ((int64_t{query_start[s]} + i) * sh.num_heads + int64_t{h} * g) * hd;
+      for (int32_t j = 0; j < g; ++j) {
+        const int32_t r = (i - tile.first) * g + j;
+        LoadQueryRow(q + row0 + int64_t{j} * hd, scale, hd, sc.q + int64_t{r} * hd);
+        sc.limit[r] = past + i;
+      }
+    }
+    AttendRange(source_at(s, h), sc, m, 0, past + tile.last);
+    for (int32_t i = tile.first; i < tile.last; ++i) {
+      const int64_t row0 = ((int64_t{query_start[s]} + i) * sh.num_heads + int64_t{h} * g) * hd;
+      for (int32_t j = 0; j < g; ++j) {
+        const int32_t r = (i - tile.first) * g + j;
+        StoreOutputRow(sc.acc + int64_t{r} * hd, sc.sum[r], hd, out + row0 + int64_t{j} * hd);
+      }
+    }
+  });
+}
+
+int32_t MaxThreads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// Decode, partitioned when there are too few (sequence, KV head) items to
+// feed every thread and contexts are long enough to split.
+template <class SourceAt>
+void DecodeAuto(const float* q, const Shape& sh, const int32_t* context_lens, float scale,
+                float* out, SourceAt source_at) {
+  const int64_t items = int64_t{sh.num_seqs} * sh.num_kv_heads;
+  int32_t max_len = 0;
+  for (int32_t s = 0; s < sh.num_seqs; ++s) max_len = std::max(max_len, context_lens[s]);
+  if (items < 2 * int64_t{MaxThreads()} && max_len >= 2 * kDefaultPartitionTokens) {
+    DecodePartitioned(q, sh, context_lens, scale, kDefaultPartitionTokens, out, source_at);
+  } else {
+    Decode(q, sh, context_lens, scale, out, source_at);
+  }
+}
+
+auto PagedSourceAt(const PagedKvLayer& kv, const BlockTables& tables) {
+  return [&kv, &tables](int32_t s, int32_t h) {
+    const int64_t tile = int64_t{kv.block_size} * kv.head_dim;
+    return PagedSource{kv.k,
+                       kv.v,
+                       tables.ids + int64_t{s} * tables.max_blocks_per_seq,
+                       kv.num_kv_heads * tile,
+                       h * tile,
+                       kv.block_size,
+                       kv.head_dim};
+  };
+}
+
+auto ContiguousSourceAt(const ContiguousKvLayer& kv) {
+  return [&kv](int32_t s, int32_t h) {
+    const int64_t base = (int64_t{s} * kv.num_kv_heads + h) * kv.max_seq_len * int64_t{kv.head_dim};
+    return ContiguousSource{kv.k, kv.v, base, kv.head_dim};
+  };
+}
+
+}  // namespace
+
+int32_t KernelThreads() { return MaxThreads(); }
+
+void PagedAttentionDecode(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
+                          const int32_t* context_lens, int32_t num_heads, float scale, float* out) {
+  const Shape sh{tables.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
+  DecodeAuto(q, sh, context_lens, scale, out, PagedSourceAt(kv, tables));
+}
+
+void PagedAttentionDecodePartitioned(const float* q, const PagedKvLayer& kv,
+                                     const BlockTables& tables, const int32_t* context_lens,
+                                     int32_t num_heads, float scale, int32_t partition_tokens,
+                                     float* out) {
+  const Shape sh{tables.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
+  DecodePartitioned(q, sh, context_lens, scale, partition_tokens, out, PagedSourceAt(kv, tables));
+}
+
+void PagedAttentionPrefill(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
+                           const int32_t* query_start, const int32_t* context_lens,
+                           int32_t num_heads, float scale, float* out) {
+  const Shape sh{tables.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
+  Prefill(q, sh, query_start, context_lens, scale, out, PagedSourceAt(kv, tables));
+}
+
+void ContiguousAttentionDecode(const float* q, const ContiguousKvLayer& kv,
+                               const int32_t* context_lens, int32_t num_heads, float scale,
+                               float* out) {
+  const Shape sh{kv.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
+  DecodeAuto(q, sh, context_lens, scale, out, ContiguousSourceAt(kv));
+}
+
+void ContiguousAttentionPrefill(const float* q, const ContiguousKvLayer& kv,
+                                const int32_t* query_start, const int32_t* context_lens,
+                                int32_t num_heads, float scale, float* out) {
+  const Shape sh{kv.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
+  Prefill(q, sh, query_start, context_lens, scale, out, ContiguousSourceAt(kv));
+}
+
+}  // namespace cpu
+}  // namespace folio::kernels

@@ -1,0 +1,203 @@
+// The real `folio run` binary (path in FOLIO_BINARY) on the demo model: one
+// prompt with --json, a prompts file, and bad flags.
+
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+const std::string kSourceDir = FOLIO_SOURCE_DIR;
+const std::string kDemoDir = kSourceDir + "/models/folio-demo";
+const std::string kFolio = FOLIO_BINARY;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs `folio ARGS...` through the shell, stdout through popen, stderr to a temp file.
+RunResult Folio(const std::vector<std::string>& args) {
+  char err_path[] = "/tmp/folio_run_test_err.XXXXXX";
+  const int fd = mkstemp(err_path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::string cmd = Quote(kFolio);
+  for (const std::string& a : args) cmd += " " + Quote(a);
+  cmd += " 2>" + Quote(err_path);
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  EXPECT_NE(p, nullptr) << cmd;
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = ReadAll(err_path);
+  unlink(err_path);
+  return r;
+}
+
+std::vector<json> JsonLines(const std::string& out) {
+  std::vector<json> lines;
+  size_t start = 0;
+  while (start < out.size()) {
+    size_t end = out.find('\n', start);
+    if (end == std::string::npos) end = out.size();
+    const std::string line = out.substr(start, end - start);
+    if (!line.empty()) {
+      json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      EXPECT_FALSE(j.is_discarded()) << "not JSON: " << line;
+      lines.push_back(std::move(j));
+    }
+    start = end + 1;
+  }
+  return lines;
+}
+
+json Reference() {
+  std::ifstream in(kDemoDir + "/reference.json");
+  return json::parse(in);
+}
+
+TEST(FolioRunTest, OnePromptJsonHasSixteenGreedyTokens) {
+  const json ref = Reference();
+  const json& c = ref.at("cases").at(0);
+  const std::string prompt = c.at("prompt").get<std::string>();
+  const RunResult r = Folio({"run", "--model", kDemoDir, "--prompt", prompt, "--max-tokens", "16",
+                             "--temperature", "0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = JsonLines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const json& j = lines[0];
+  EXPECT_EQ(j.at("prompt_token_ids"), c.at("prompt_token_ids"));
+  ASSERT_EQ(j.at("outputs").size(), 1u);
+  const json& o = j.at("outputs").at(0);
+  const std::vector<int> ids = o.at("token_ids").get<std::vector<int>>();
+  const std::string reason = o.at("finish_reason").get<std::string>();
+  // 16 tokens, unless the model ends the text first.
+  if (reason == "length") {
+    EXPECT_EQ(ids.size(), 16u);
+  } else {
+    EXPECT_EQ(reason, "eos");
+    EXPECT_LT(ids.size(), 16u);
+  }
+  // Greedy: the reference's continuation (computed with ignore_eos).
+  const std::vector<int> want = c.at("output_token_ids").get<std::vector<int>>();
+  ASSERT_GE(want.size(), ids.size());
+  EXPECT_EQ(ids, std::vector<int>(want.begin(), want.begin() + ids.size()));
+  const std::vector<double> logprobs = o.at("logprobs").get<std::vector<double>>();
+  const std::vector<double> want_lp = c.at("logprobs").get<std::vector<double>>();
+  ASSERT_EQ(logprobs.size(), ids.size());
+  for (size_t i = 0; i < logprobs.size(); ++i) {
+    EXPECT_NEAR(logprobs[i], want_lp[i], ref.value("logprob_tolerance", 1e-3)) << i;
+  }
+  EXPECT_FALSE(o.at("text").get<std::string>().empty());
+
+  // --ignore-eos always gives exactly --max-tokens tokens; plain text mode
+  // prints the continuation.
+  const RunResult ignore = Folio({"run", "--model", kDemoDir, "--prompt", prompt, "--max-tokens", "16",
+                                  "--temperature", "0", "--ignore-eos", "--json"});
+  ASSERT_EQ(ignore.exit_code, 0) << ignore.err;
+  const std::vector<json> ignore_lines = JsonLines(ignore.out);
+  ASSERT_EQ(ignore_lines.size(), 1u);
+  EXPECT_EQ(ignore_lines[0]["outputs"][0]["token_ids"].size(), 16u);
+  const RunResult text = Folio({"run", "--model", kDemoDir, "--prompt", prompt, "--max-tokens", "16",
+                                "--temperature", "0", "--ignore-eos"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr(ignore_lines[0]["outputs"][0]["text"].get<std::string>()));
+}
+
+TEST(FolioRunTest, PromptsFileGivesOneJsonLinePerPrompt) {
+  const json ref = Reference();
+  char dir_tmpl[] = "/tmp/folio_run_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir_tmpl), nullptr);
+  const std::string dir = dir_tmpl;
+  const std::string file = dir + "/prompts.jsonl";
+  {
+    std::ofstream out(file);
+    out << json{{"prompt", ref["cases"][0]["prompt"]}}.dump() << "\n";
+    out << json{{"prompt_token_ids", ref["cases"][1]["prompt_token_ids"]}, {"max_tokens", 5}}.dump() << "\n";
+    out << json{{"prompt", "The"}, {"temperature", 0.8}, {"top_p", 0.9}, {"seed", 7}, {"n", 2}}.dump()
+        << "\n";
+  }
+  const RunResult r = Folio({"run", "--model", kDemoDir, "--prompts-file", file, "--max-tokens", "8",
+                             "--temperature", "0", "--ignore-eos", "--json"});
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = JsonLines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  // In file order, with per-line overrides.
+  const std::vector<int> first = lines[0]["outputs"][0]["token_ids"].get<std::vector<int>>();
+  const std::vector<int> want0 = ref["cases"][0]["output_token_ids"].get<std::vector<int>>();
+  EXPECT_EQ(first, std::vector<int>(want0.begin(), want0.begin() + 8));
+  EXPECT_EQ(lines[1]["prompt_token_ids"], ref["cases"][1]["prompt_token_ids"]);
+  const std::vector<int> second = lines[1]["outputs"][0]["token_ids"].get<std::vector<int>>();
+  const std::vector<int> want1 = ref["cases"][1]["output_token_ids"].get<std::vector<int>>();
+  EXPECT_EQ(second, std::vector<int>(want1.begin(), want1.begin() + 5));
+  ASSERT_EQ(lines[2]["outputs"].size(), 2u);
+  for (const json& o : lines[2]["outputs"]) {
+    EXPECT_EQ(o["token_ids"].size(), 8u);
+    EXPECT_EQ(o["finish_reason"], "length");
+  }
+}
+
+TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"run", "--model", kDemoDir, "--prompt", "Hi", "--bogus-flag"}, "--bogus-flag"},
+      {{"run", "--model", kDemoDir, "--prompt", "Hi", "--max-tokens", "many"}, "--max-tokens"},
+      {{"run", "--prompt", "Hi"}, "--model"},
+      {{"run", "--model", kDemoDir}, "--prompt"},
+      {{"run", "--model", kDemoDir, "--prompt", "Hi", "--max-tokens"}, "needs a value"},
+      {{"run", "--model", "/nonexistent/model", "--prompt", "Hi"}, "/nonexistent/model"},
+      {{"run", "--model", kDemoDir, "--prompt", "Hi", "--top-p", "1.5"}, "top_p"},
+      {{"run", "--model", kDemoDir, "--prompts-file", "/nonexistent/prompts.jsonl"},
+       "/nonexistent/prompts.jsonl"},
+      {{"frobnicate"}, "frobnicate"},
+  };
+  for (const Case& c : cases) {
+    std::string joined;
+    for (const std::string& a : c.args) joined += a + " ";
+    SCOPED_TRACE(joined);
+    const RunResult r = Folio(c.args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+  }
+  // --help is not an error.
+  const RunResult help = Folio({"run", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--prompts-file"));
+}
+
+}  // namespace

@@ -1,0 +1,303 @@
+#include "common/model_config.h"
+
+#include <filesystem>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/common/safetensors_writer.h"
+
+namespace folio {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+// Meta-Llama-3.1-8B-Instruct's config.json.
+constexpr char kLlama31[] = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "hidden_act": "silu",
+  "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+  "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.42.3", "use_cache": true, "vocab_size": 128256})";
+
+// Llama-3.2-1B: tied embeddings, explicit head_dim, other rope factors.
+constexpr char kLlama32_1B[] = R"({
+  "architectures": ["LlamaForCausalLM"], "bos_token_id": 128000, "eos_token_id": 128001,
+  "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 8192,
+  "max_position_embeddings": 131072, "model_type": "llama", "num_attention_heads": 32,
+  "num_hidden_layers": 16, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "vocab_size": 128256})";
+
+// Mistral-7B-v0.1.
+constexpr char kMistral[] = R"({
+  "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+  "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+  "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 32000})";
+
+// Qwen2.5-0.5B-Instruct.
+constexpr char kQwen2[] = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 896,
+  "initializer_range": 0.02, "intermediate_size": 4864, "max_position_embeddings": 32768,
+  "max_window_layers": 21, "model_type": "qwen2", "num_attention_heads": 14,
+  "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+  "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "use_cache": true, "use_sliding_window": false,
+  "vocab_size": 151936})";
+
+// Only the required fields.
+constexpr char kMinimal[] = R"({
+  "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 172,
+  "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 512})";
+
+ModelConfig MustParse(std::string_view text) {
+  absl::StatusOr<ModelConfig> c = ModelConfig::Parse(text, "test/config.json");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : ModelConfig{};
+}
+
+TEST(ModelConfigTest, Llama31) {
+  ModelConfig c = MustParse(kLlama31);
+  EXPECT_EQ(c.architecture, ModelArchitecture::kLlama);
+  EXPECT_EQ(c.architecture_name, "LlamaForCausalLM");
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.intermediate_size, 14336);
+  EXPECT_EQ(c.num_layers, 32);
+  EXPECT_EQ(c.num_heads, 32);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_FLOAT_EQ(c.rope_scaling->factor, 8.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling->low_freq_factor, 1.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling->high_freq_factor, 4.0f);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
+  EXPECT_EQ(c.max_position_embeddings, 131072);
+  EXPECT_EQ(c.vocab_size, 128256);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.sliding_window.has_value());
+  EXPECT_EQ(c.bos_token_id, 128000);
+  EXPECT_THAT(c.eos_token_ids, ElementsAre(128001, 128008, 128009));
+  EXPECT_EQ(c.torch_dtype, DType::kBF16);
+}
+
+TEST(ModelConfigTest, Llama32TiedWithExplicitHeadDim) {
+  ModelConfig c = MustParse(kLlama32_1B);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.num_layers, 16);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_FLOAT_EQ(c.rope_scaling->factor, 32.0f);
+  EXPECT_THAT(c.eos_token_ids, ElementsAre(128001));  // a single int
+}
+
+TEST(ModelConfigTest, Mistral) {
+  ModelConfig c = MustParse(kMistral);
+  EXPECT_EQ(c.architecture, ModelArchitecture::kMistral);
+  EXPECT_EQ(c.architecture_name, "MistralForCausalLM");
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.vocab_size, 32000);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_THAT(c.eos_token_ids, ElementsAre(2));
+  EXPECT_FALSE(c.rope_scaling.has_value());
+  EXPECT_FALSE(c.qkv_bias);
+
+  // Mistral v0.2+ writes "sliding_window": null.
+  json j = json::parse(kMistral);
+  j["sliding_window"] = nullptr;
+  EXPECT_FALSE(MustParse(j.dump()).sliding_window.has_value());
+}
+
+TEST(ModelConfigTest, Qwen2) {
+  ModelConfig c = MustParse(kQwen2);
+  EXPECT_EQ(c.architecture, ModelArchitecture::kQwen2);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.num_heads, 14);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_FLOAT_EQ(c.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-6f);
+  // sliding_window is written but off (use_sliding_window false).
+  EXPECT_FALSE(c.sliding_window.has_value());
+  json j = json::parse(kQwen2);
+  j["use_sliding_window"] = true;
+  EXPECT_EQ(MustParse(j.dump()).sliding_window, 32768);
+}
+
+TEST(ModelConfigTest, Defaults) {
+  ModelConfig c = MustParse(kMinimal);
+  EXPECT_EQ(c.num_kv_heads, 4);   // = num_attention_heads
+  EXPECT_EQ(c.head_dim, 16);      // = hidden_size / num_attention_heads
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.bos_token_id.has_value());
+  EXPECT_TRUE(c.eos_token_ids.empty());
+  EXPECT_EQ(c.torch_dtype, DType::kF32);
+}
+
+TEST(ModelConfigTest, AlternativeSpellings) {
+  json j = json::parse(kMinimal);
+  j.erase("architectures");
+  j["model_type"] = "qwen2";                       // no architectures: model_type
+  j["dtype"] = "float16";                          // newer transformers' key
+  j["rope_scaling"] = {{"type", "default"}};       // old key, no scaling
+  j["head_dim"] = nullptr;                         // null = absent
+  j["bos_token_id"] = nullptr;
+  j["eos_token_id"] = nullptr;
+  ModelConfig c = MustParse(j.dump());
+  EXPECT_EQ(c.architecture, ModelArchitecture::kQwen2);
+  EXPECT_EQ(c.architecture_name, "Qwen2ForCausalLM");
+  EXPECT_EQ(c.torch_dtype, DType::kF16);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.max_position_embeddings, 32768);
+  EXPECT_FALSE(c.bos_token_id.has_value());
+
+  j = json::parse(kMinimal);
+  j["architectures"] = {"SomethingElse", "MistralForCausalLM"};  // first supported wins
+  j["rope_scaling"] = {{"type", "llama3"}, {"factor", 4}};       // old key; missing -> defaults
+  c = MustParse(j.dump());
+  EXPECT_EQ(c.architecture, ModelArchitecture::kMistral);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_FLOAT_EQ(c.rope_scaling->factor, 4.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling->high_freq_factor, 4.0f);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
+}
+
+struct ErrorCase {
+  const char* label;
+  const char* patch;     // RFC 7386 merge patch onto kLlama31 (null deletes a field)
+  const char* contains;  // the message must name this field (and more)
+};
+
+class ModelConfigErrorTest : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(ModelConfigErrorTest, NamesSourceAndField) {
+  json j = json::parse(kLlama31);
+  j.merge_patch(json::parse(GetParam().patch));
+  absl::StatusOr<ModelConfig> c = ModelConfig::Parse(j.dump(), "/models/x/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("/models/x/config.json"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr(GetParam().contains));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ModelConfigErrorTest,
+    ::testing::Values(
+        ErrorCase{"missing_hidden", R"({"hidden_size": null})", "'hidden_size': required"},
+        ErrorCase{"zero_hidden", R"({"hidden_size": 0})", "'hidden_size': must be positive"},
+        ErrorCase{"negative_layers", R"({"num_hidden_layers": -2})", "'num_hidden_layers'"},
+        ErrorCase{"string_heads", R"({"num_attention_heads": "32"})",
+                  "'num_attention_heads': expected an integer"},
+        ErrorCase{"float_vocab", R"({"vocab_size": 1.5})", "'vocab_size'"},
+        ErrorCase{"huge_inter", R"({"intermediate_size": 4294967296})",
+                  "'intermediate_size': integer out of range"},
+        ErrorCase{"missing_vocab", R"({"vocab_size": null})", "'vocab_size': required"},
+        ErrorCase{"kv_not_divisor", R"({"num_key_value_heads": 6})",
+                  "'num_key_value_heads': 6 does not divide num_attention_heads 32"},
+        ErrorCase{"hidden_not_divisible", R"({"hidden_size": 4100})",
+                  "'hidden_size': 4100 is not divisible by num_attention_heads 32"},
+        ErrorCase{"odd_head_dim", R"({"head_dim": 127})", "'head_dim': must be even"},
+        ErrorCase{"bad_arch", R"({"architectures": ["GPT2LMHeadModel"]})",
+                  "unsupported architecture 'GPT2LMHeadModel'"},
+        ErrorCase{"arch_not_list", R"({"architectures": "LlamaForCausalLM"})",
+                  "'architectures'"},
+        ErrorCase{"no_arch", R"({"architectures": null, "model_type": null})",
+                  "'architectures': required"},
+        ErrorCase{"bad_model_type", R"({"architectures": null, "model_type": "gemma"})",
+                  "'model_type': unsupported architecture 'gemma'"},
+        ErrorCase{"rope_yarn", R"({"rope_scaling": {"rope_type": "yarn"}})",
+                  "'rope_scaling.rope_type': unsupported rope scaling type 'yarn'"},
+        ErrorCase{"rope_linear_old_key",
+                  R"({"rope_scaling": {"rope_type": null, "type": "linear"}})",
+                  "'rope_scaling.type': unsupported rope scaling type 'linear'"},
+        ErrorCase{"rope_not_object", R"({"rope_scaling": 8})", "'rope_scaling'"},
+        ErrorCase{"rope_bad_factor", R"({"rope_scaling": {"factor": -1}})",
+                  "'rope_scaling.factor'"},
+        ErrorCase{"rope_freq_order", R"({"rope_scaling": {"high_freq_factor": 0.5}})",
+                  "'rope_scaling.high_freq_factor': must be greater than low_freq_factor"},
+        ErrorCase{"rope_no_type", R"({"rope_scaling": {"rope_type": null}})",
+                  "'rope_scaling.rope_type': required"},
+        ErrorCase{"bad_dtype", R"({"torch_dtype": "float8_e4m3fn"})",
+                  "'torch_dtype': unsupported dtype 'float8_e4m3fn'"},
+        ErrorCase{"bad_eps", R"({"rms_norm_eps": 0})", "'rms_norm_eps'"},
+        ErrorCase{"bad_theta", R"({"rope_theta": "big"})", "'rope_theta': expected a number"},
+        ErrorCase{"bad_tie", R"({"tie_word_embeddings": 1})", "'tie_word_embeddings'"},
+        ErrorCase{"gelu", R"({"hidden_act": "gelu"})", "'hidden_act': unsupported activation"},
+        ErrorCase{"attention_bias", R"({"attention_bias": true})",
+                  "'attention_bias': true is not supported"},
+        ErrorCase{"mlp_bias", R"({"mlp_bias": true})", "'mlp_bias'"},
+        ErrorCase{"eos_string", R"({"eos_token_id": [128001, "x"]})", "'eos_token_id'"},
+        ErrorCase{"eos_negative", R"({"eos_token_id": -1})", "'eos_token_id': token id"},
+        ErrorCase{"bos_list", R"({"bos_token_id": [1]})", "'bos_token_id'"}),
+    [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.label; });
+
+TEST(ModelConfigTest, MistralSlidingWindowMustBePositive) {
+  json j = json::parse(kMistral);
+  j["sliding_window"] = 0;
+  absl::StatusOr<ModelConfig> c = ModelConfig::Parse(j.dump(), "m.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("'sliding_window'"));
+}
+
+TEST(ModelConfigTest, MalformedJson) {
+  for (const char* text : {"{\"hidden_size\": 4096,", "", "not json"}) {
+    absl::StatusOr<ModelConfig> c = ModelConfig::Parse(text, "/m/config.json");
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr("/m/config.json: invalid JSON"));
+  }
+  absl::StatusOr<ModelConfig> c = ModelConfig::Parse("[1, 2]", "/m/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("expected a JSON object"));
+}
+
+TEST(ModelConfigTest, LoadFromDirectory) {
+  std::string dir = testing::MakeTestDir();
+  testing::WriteText(dir + "/config.json", kQwen2);
+  absl::StatusOr<ModelConfig> c = ModelConfig::LoadFromDirectory(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architecture, ModelArchitecture::kQwen2);
+
+  // Errors name the file that was read.
+  testing::WriteText(dir + "/config.json", R"({"architectures": ["LlamaForCausalLM"]})");
+  c = ModelConfig::LoadFromDirectory(dir + "/");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr(dir + "/config.json"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("'hidden_size'"));
+}
+
+TEST(ModelConfigTest, LoadFromMissingDirectory) {
+  std::string dir = testing::MakeTestDir() + "/nope";
+  absl::StatusOr<ModelConfig> c = ModelConfig::LoadFromDirectory(dir);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr(dir + "/config.json"));
+}
+
+}  // namespace
+}  // namespace folio

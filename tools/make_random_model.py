@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Writes a random-weight model directory of any shape, in the Hugging Face layout.
+
+    /usr/bin/python3 tools/make_random_model.py --out /tmp/m --hidden-size 1024 \\
+        --layers 2 --heads 32 --kv-heads 8 --head-dim 128 --tie --dtype bf16
+
+    # Qwen2 (QKV bias), sharded in 3 files, f16, with a reference.json
+    /usr/bin/python3 tools/make_random_model.py --out /tmp/q --qwen2 --shards 3 \\
+        --dtype f16 --reference 4
+
+    # Llama 3.x rope scaling, eos as a list
+    /usr/bin/python3 tools/make_random_model.py --out /tmp/l3 --llama3-rope-scaling \\
+        --eos-token-id 2047,2046
+
+Files: config.json, model.safetensors (or model-0000K-of-0000N.safetensors plus
+model.safetensors.index.json with --shards N), tokenizer.json, and with
+--reference N a reference.json in the demo model's format (prompts are random
+token ids; greedy continuations and log-probs from tools/train_demo_model.py's
+torch forward pass on the stored, dtype-rounded weights in float32).
+
+The tokenizer is models/folio-demo/tokenizer.json when it exists (its first merges
+only, if --vocab-size is below 2048; specials always take the last two ids of the
+tokenizer), otherwise a plain byte-level one without merges.
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bpe_tokenizer  # noqa: E402
+import folio_model_io as mio  # noqa: E402
+import train_demo_model as tdm  # noqa: E402
+
+DEMO_TOKENIZER = os.path.join(tdm.REPO, "models", "folio-demo", "tokenizer.json")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output directory (created)")
+    ap.add_argument("--hidden-size", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=None, help="default: --heads (no GQA)")
+    ap.add_argument("--head-dim", type=int, default=None, help="default: hidden / heads")
+    ap.add_argument("--intermediate-size", type=int, default=None, help="default: about 8/3 hidden")
+    ap.add_argument("--vocab-size", type=int, default=2048)
+    ap.add_argument("--tie", "--tie-word-embeddings", dest="tie", action="store_true")
+    arch = ap.add_mutually_exclusive_group()
+    arch.add_argument("--qwen2", action="store_true", help="Qwen2ForCausalLM with QKV bias")
+    arch.add_argument("--mistral", action="store_true", help="MistralForCausalLM")
+    ap.add_argument("--no-head-dim-in-config", action="store_true",
+                    help="omit head_dim from config.json (as Qwen2 configs do); needs head_dim == hidden/heads")
+    ap.add_argument("--llama3-rope-scaling", action="store_true",
+                    help='rope_scaling {"rope_type": "llama3", factor 8, low 1, high 4, original 8192}')
+    ap.add_argument("--rope-factor", type=float, default=8.0)
+    ap.add_argument("--rope-original-max", type=int, default=8192)
+    ap.add_argument("--rope-theta", type=float, default=10000.0)
+    ap.add_argument("--rms-norm-eps", type=float, default=1e-5)
+    ap.add_argument("--max-position-embeddings", type=int, default=2048)
+    ap.add_argument("--eos-token-id", default=None,
+                    help="override: an id or a comma list (written as a JSON list)")
+    ap.add_argument("--dtype", default="bf16", choices=["f32", "f16", "bf16"])
+    ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--std", type=float, default=0.02, help="weight init std")
+    ap.add_argument("--tokenizer", default=None,
+                    help=f"tokenizer.json to reuse (default {DEMO_TOKENIZER} when present)")
+    ap.add_argument("--reference", type=int, default=0, metavar="N",
+                    help="also write reference.json for N random prompts")
+    ap.add_argument("--reference-tokens", type=int, default=16)
+    ap.add_argument("--min-margin", type=float, default=1e-3,
+                    help="skip random prompts whose greedy top-2 logits come closer than this")
+    ap.add_argument("--threads", type=int, default=1)
+    return ap.parse_args(argv)
+
+
+def load_tokenizer(a):
+    path = a.tokenizer or (DEMO_TOKENIZER if os.path.exists(DEMO_TOKENIZER) else None)
+    if path:
+        tok = bpe_tokenizer.ByteLevelBPE.load(path)
+        if tok.vocab_size > a.vocab_size:
+            tok = tok.truncated(a.vocab_size)
+        return tok
+    tok = bpe_tokenizer.ByteLevelBPE([])
+    if tok.vocab_size > a.vocab_size:
+        raise SystemExit(f"--vocab-size must be at least {tok.vocab_size} (bytes and specials)")
+    return tok
+
+
+def make_config(a, tok):
+    head_dim = a.head_dim or a.hidden_size // a.heads
+    inter = a.intermediate_size or ((a.hidden_size * 8 // 3 + 63) // 64) * 64
+    eos = tok.eos_id
+    if a.eos_token_id:
+        ids = [int(x) for x in a.eos_token_id.split(",")]
+        eos = ids if len(ids) > 1 or "," in a.eos_token_id else ids[0]
+    arch = "Qwen2ForCausalLM" if a.qwen2 else "MistralForCausalLM" if a.mistral else "LlamaForCausalLM"
+    scaling = (mio.llama3_rope_scaling(factor=a.rope_factor,
+                                       original_max_position_embeddings=a.rope_original_max)
+               if a.llama3_rope_scaling else None)
+    return mio.make_hf_config(
+        hidden_size=a.hidden_size, intermediate_size=inter, num_hidden_layers=a.layers,
+        num_attention_heads=a.heads, num_key_value_heads=a.kv_heads or a.heads, head_dim=head_dim,
+        vocab_size=a.vocab_size, max_position_embeddings=a.max_position_embeddings,
+        rms_norm_eps=a.rms_norm_eps, rope_theta=a.rope_theta, rope_scaling=scaling,
+        tie_word_embeddings=a.tie, bos_token_id=tok.bos_id, eos_token_id=eos,
+        torch_dtype=mio.hf_torch_dtype(a.dtype), architecture=arch,
+        write_head_dim=not a.no_head_dim_in_config)
+
+
+def random_weights(model, std, generator):
+    """Normal(0, std) matrices, norms 1 + N(0, 0.1), biases N(0, 0.1): every tensor matters."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator))
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=generator))
+            else:
+                p.copy_(std * torch.randn(p.shape, generator=generator))
+
+
+def random_reference(model, tok, cfg, count, max_tokens, generator, min_margin=1e-3):
+    lengths = [1, 7, 16, 17, 33, 5, 64, 12]
+    hi = min(cfg["vocab_size"], tok.num_regular)
+    cases = []
+    tries = 0
+    while len(cases) < count and tries < 8 * count:
+        n = lengths[tries % len(lengths)]
+        tries += 1
+        prompt = [tok.bos_id] + torch.randint(0, hi, (n,), generator=generator).tolist()
+        out, lps, margins, tops = tdm.greedy_reference(model, prompt, max_tokens)
+        if min(margins) < min_margin:
+            continue
+        decodable = all(i < tok.vocab_size for i in out)
+        cases.append({
+            "prompt_token_ids": prompt,
+            "output_token_ids": out,
+            "output_text": tok.decode(out) if decodable else None,
+            "logprobs": lps,
+            "top_logprobs": tops,
+            "min_top2_logit_margin": min(margins),
+        })
+    if len(cases) < count:
+        raise SystemExit(f"only {len(cases)} random prompts without near-ties; try another --seed")
+    return {
+        "description": "Random-weight model; greedy continuations of random prompts from "
+                       "tools/train_demo_model.py's torch forward pass (float32 math on the "
+                       "stored weights). prompt_token_ids include the BOS id.",
+        "weights_dtype": mio.st_dtype(cfg["torch_dtype"]).lower(),
+        "compute_dtype": "float32",
+        "sampling": "greedy",
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "add_bos": True,
+        "logprob_tolerance": 1e-3,
+        "torch_version": torch.__version__,
+        "cases": cases,
+    }
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    torch.set_num_threads(a.threads)
+    tok = load_tokenizer(a)
+    cfg = make_config(a, tok)
+    if cfg["num_attention_heads"] % cfg["num_key_value_heads"]:
+        raise SystemExit("--heads must be a multiple of --kv-heads")
+    os.makedirs(a.out, exist_ok=True)
+    for f in os.listdir(a.out):  # stale weights from an earlier run would confuse a loader
+        if f.endswith(".safetensors") or f in ("model.safetensors.index.json", "reference.json"):
+            os.remove(os.path.join(a.out, f))
+
+    g = torch.Generator().manual_seed(a.seed)
+    model = tdm.LlamaForCausalLM(cfg)
+    random_weights(model, a.std, g)
+    dtype = mio.st_dtype(a.dtype)
+    state = {k: mio.round_to_dtype(v, dtype) for k, v in model.state_dict().items()}
+    shapes = mio.hf_tensor_shapes(cfg)
+    assert set(state) == set(shapes), set(state) ^ set(shapes)
+    for k, v in state.items():
+        assert list(v.shape) == shapes[k], (k, v.shape, shapes[k])
+
+    mio.write_json(os.path.join(a.out, "config.json"), cfg)
+    files = mio.save_sharded(a.out, state, dtype, a.shards)
+    tok.save(os.path.join(a.out, "tokenizer.json"))
+    if a.reference:
+        model.load_state_dict(state)
+        model.eval()
+        ref = random_reference(model, tok, cfg, a.reference, a.reference_tokens, g, a.min_margin)
+        mio.write_json(os.path.join(a.out, "reference.json"), ref, indent=1)
+    n_params = sum(v.numel() for v in state.values())
+    print(f"{a.out}: {cfg['architectures'][0]}, {n_params:,} parameters, {dtype}, "
+          f"{len(files)} safetensors file(s), {mio.dir_size(a.out):,} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+#include "worker/model_runner.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cache_ops.h"
+#include "kernels/cpu/norm.h"
+
+namespace folio {
+namespace {
+
+// out[n][rows] = x[n][cols] * W[rows][cols]^T (nn.Linear).
+void Linear(const float* x, int32_t n, int32_t cols, const float* w, int32_t rows, float* out) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, x, cols, w, cols, 0.0f,
+              out, rows);
+}
+
+void Grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+std::optional<kernels::cpu::Llama3RopeScaling> RopeScalingOf(const ModelConfig& c) {
+  if (!c.rope_scaling.has_value()) return std::nullopt;
+  return kernels::cpu::Llama3RopeScaling{c.rope_scaling->factor, c.rope_scaling->low_freq_factor,
+                                    c.rope_scaling->high_freq_factor,
+                                    c.rope_scaling->original_max_position_embeddings};
+}
+
+}  // namespace
+
+void ForwardBatch::Clear() {
+  token_ids.clear();
+  positions.clear();
+  slot_mapping.clear();
+  query_start.clear();
+  context_lens.clear();
+  block_tables.clear();
+  max_blocks_per_seq = 0;
+  logits_rows.clear();
+}
+
+ModelRunner::ModelRunner(const ModelWeights& weights, CacheEngine& cache, AllReducer* reducer)
+    : w_(weights),
+      cache_(cache),
+      reducer_(reducer),
+      rope_(weights.config.head_dim, weights.config.rope_theta, RopeScalingOf(weights.config),
+            weights.config.max_position_embeddings) {}
+
+absl::Status ModelRunner::Forward(const ForwardBatch& batch, std::vector<float>& logits) {
+  const ModelConfig& c = w_.config;
+  const int32_t n = batch.num_tokens();
+  const int32_t d = c.hidden_size;
+  if (n == 0) {
+    logits.clear();
+    return absl::OkStatus();
+  }
+  Grow(hidden_, size_t(n) * d);
+  Grow(residual_, size_t(n) * d);
+  Grow(normed_, size_t(n) * d);
+  for (int32_t t = 0; t < n; ++t) {
+    const TokenId id = batch.token_ids[t];
+    if (id < 0 || id >= c.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " is out of vocabulary (size ", c.vocab_size, ")"));
+    }
+    std::memcpy(&residual_[size_t(t) * d], &w_.embed[size_t(id) * d], sizeof(float) * d);
+  }
+  // residual_ carries the stream; normed_ is each sub-layer's input.
+  for (int32_t layer = 0; layer < c.num_layers; ++layer) {
+    const LayerWeights& L = w_.layers[layer];
+    kernels::cpu::RmsNorm(residual_.data(), L.input_norm.data(), n, d, c.rms_norm_eps, normed_.data());
+    if (absl::Status s = Attention(layer, batch, n); !s.ok()) return s;
+    // residual += attention output (hidden_), then the MLP's input norm.
+    for (size_t i = 0; i < size_t(n) * d; ++i) residual_[i] += hidden_[i];
+    kernels::cpu::RmsNorm(residual_.data(), L.post_attention_norm.data(), n, d, c.rms_norm_eps,
+                     normed_.data());
+    if (absl::Status s = Mlp(layer, n); !s.ok()) return s;
+    for (size_t i = 0; i < size_t(n) * d; ++i) residual_[i] += hidden_[i];
+  }
+  // Final norm and LM head only for the rows that sample.
+  const int32_t r = static_cast<int32_t>(batch.logits_rows.size());
+  Grow(rows_, size_t(r) * d);
+  for (int32_t i = 0; i < r; ++i) {
+    kernels::cpu::RmsNorm(&residual_[size_t(batch.logits_rows[i]) * d], w_.final_norm.data(), 1, d,
+                     c.rms_norm_eps, &rows_[size_t(i) * d]);
+  }
+  logits.resize(size_t(r) * c.vocab_size);
+  if (r > 0) Linear(rows_.data(), r, d, w_.lm_head_data(), c.vocab_size, logits.data());
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Attention(int32_t layer, const ForwardBatch& batch, int32_t n) {
+  const ModelConfig& c = w_.config;
+  const LayerWeights& L = w_.layers[layer];
+  const int32_t d = c.hidden_size, hd = c.head_dim;
+  const int32_t heads = w_.shape.num_heads, kv_heads = w_.shape.num_kv_heads;
+  const int32_t q_width = heads * hd, kv_width = kv_heads * hd;
+  const int32_t qkv_width = q_width + 2 * kv_width;
+  Grow(qkv_, size_t(n) * qkv_width);
+  Linear(normed_.data(), n, d, L.qkv.data(), qkv_width, qkv_.data());
+  Grow(q_, size_t(n) * q_width);
+  Grow(k_, size_t(n) * kv_width);
+  Grow(v_, size_t(n) * kv_width);
+  for (int32_t t = 0; t < n; ++t) {
+    float* row = &qkv_[size_t(t) * qkv_width];
+    if (!L.qkv_bias.empty()) {
+      for (int32_t i = 0; i < qkv_width; ++i) row[i] += L.qkv_bias[i];
+    }
+    std::memcpy(&q_[size_t(t) * q_width], row, sizeof(float) * q_width);
+    std::memcpy(&k_[size_t(t) * kv_width], row + q_width, sizeof(float) * kv_width);
+    std::memcpy(&v_[size_t(t) * kv_width], row + q_width + kv_width, sizeof(float) * kv_width);
+  }
+  std::string error;
+  if (!rope_.CheckPositions(batch.positions.data(), n, &error)) {
+    return absl::InvalidArgumentError(absl::StrCat("positions: ", error));
+  }
+  rope_.Apply(batch.positions.data(), n, q_.data(), heads, k_.data(), kv_heads);
+
+  const kernels::PagedKvLayer kv = cache_.Layer(layer);
+  const int64_t bytes_per_block = kernels::BlockElems(cache_.shape()) * int64_t{sizeof(float)};
+  const kernels::KvLayerView view{cache_.key_cache(layer), cache_.value_cache(layer),
+                                  cache_.options().num_device_blocks, bytes_per_block};
+  if (!kernels::cpu::ReshapeAndCache(k_.data(), v_.data(), batch.slot_mapping.data(), n,
+                                     cache_.shape(), view, &error)) {
+    return absl::InternalError(absl::StrCat("reshape_and_cache, layer ", layer, ": ", error));
+  }
+  const kernels::BlockTables tables{batch.block_tables.data(), batch.num_seqs(),
+                                    batch.max_blocks_per_seq};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  Grow(attn_, size_t(n) * q_width);
+  if (n == batch.num_seqs()) {
+    kernels::cpu::PagedAttentionDecode(q_.data(), kv, tables, batch.context_lens.data(), heads, scale,
+                                  attn_.data());
+  } else {
+    kernels::cpu::PagedAttentionPrefill(q_.data(), kv, tables, batch.query_start.data(),
+                                   batch.context_lens.data(), heads, scale, attn_.data());
+  }
+  Linear(attn_.data(), n, q_width, L.o_proj.data(), d, hidden_.data());
+  if (reducer_ != nullptr) return reducer_->AllReduceSum(hidden_.data(), int64_t{n} * d);
+  return absl::OkStatus();
+}
+
+absl::Status ModelRunner::Mlp(int32_t layer, int32_t n) {
+  const ModelConfig& c = w_.config;
+  const LayerWeights& L = w_.layers[layer];
+  const int32_t d = c.hidden_size, inter = w_.shape.intermediate;
+  Grow(gate_up_, size_t(n) * 2 * inter);
+  Linear(normed_.data(), n, d, L.gate_up.data(), 2 * inter, gate_up_.data());
+  Grow(act_, size_t(n) * inter);
+  kernels::cpu::SiluAndMul(gate_up_.data(), n, inter, act_.data());
+  Linear(act_.data(), n, inter, L.down_proj.data(), d, hidden_.data());
+  if (reducer_ != nullptr) return reducer_->AllReduceSum(hidden_.data(), int64_t{n} * d);
+  return absl::OkStatus();
+}
+
+}  // namespace folio

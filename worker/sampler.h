@@ -1,0 +1,60 @@
+#ifndef FOLIO_WORKER_SAMPLER_H_
+#define FOLIO_WORKER_SAMPLER_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/sampling_params.h"
+#include "common/step_plan.h"
+
+namespace folio {
+
+// One sequence's sampling problem: its logits row and what shapes them.
+struct SamplingRequest {
+  std::span<const float> logits;  // raw model logits, vocab-sized
+  const SamplingParams* params = nullptr;
+  std::span<const TokenId> prompt_tokens;
+  std::span<const TokenId> output_tokens;
+  // Sampling keys on (seed, sequence index, output position, sample index),
+  // so a recomputed or re-batched sequence repeats its tokens. A request with
+  // its own params->seed repeats them across requests too; one without uses
+  // the sampler's default seed and also keys on request_id.
+  RequestId request_id = 0;
+  int32_t sequence_index = 0;
+  SampleMode mode = SampleMode::kSample;
+  int32_t num_samples = 1;
+};
+
+// Rank 0's sampler. Log-probs are always of the raw model distribution
+// (log-softmax of the unprocessed logits), as vLLM reports them; sampling
+// applies penalties, temperature, top-k, top-p and min-p in that order.
+// Greedy (temperature 0) picks the lowest id among equal maxima.
+//
+// Thread-compatible: one Sampler per thread (it keeps scratch buffers).
+class Sampler {
+ public:
+  // `default_seed` seeds requests that bring no seed of their own.
+  explicit Sampler(uint64_t default_seed) : default_seed_(default_seed) {}
+
+  // kSample: num_samples independent draws. kBeamCandidates: the
+  // num_samples most likely tokens under the penalized distribution, best first.
+  std::vector<SampledToken> Sample(const SamplingRequest& request);
+
+ private:
+  void ApplyPenalties(const SamplingRequest& r, std::vector<float>& logits) const;
+  TokenId Draw(const SamplingRequest& r, int32_t sample_index);
+
+  const uint64_t default_seed_;
+  std::vector<float> logits_;     // penalized, then scaled
+  std::vector<float> logprobs_;   // raw log-softmax
+  std::vector<int32_t> order_;    // candidate ids
+  std::vector<float> probs_;
+};
+
+// log-softmax in float with a max shift; `out` may alias `in`.
+void LogSoftmax(std::span<const float> in, std::span<float> out);
+
+}  // namespace folio
+
+#endif  // FOLIO_WORKER_SAMPLER_H_
