@@ -29,8 +29,9 @@ void LogSoftmax(std::span<const float> in, std::span<float> out) {
   const float max = *std::max_element(in.begin(), in.end());
   double sum = 0.0;
   for (float x : in) sum += std::exp(static_cast<double>(x - max));
-  const float log_sum = static_cast<float>(std::log(sum)) + max;
-  for (size_t i = 0; i < in.size(); ++i) out[i] = in[i] - log_sum;
+  // (x - max) - log(sum): subtracting max first keeps precision at large logits.
+  const float log_sum = static_cast<float>(std::log(sum));
+  for (size_t i = 0; i < in.size(); ++i) out[i] = (in[i] - max) - log_sum;
 }
 
 void Sampler::ApplyPenalties(const SamplingRequest& r, std::vector<float>& logits) const {
