@@ -123,13 +123,19 @@ bool KvCacheManager::AllocateSlots(Sequence& seq, int32_t num_new_tokens, int32_
                                    std::string_view salt, std::vector<BlockCopy>* copies) {
   BlockTable& table = seq.block_table();
   FOLIO_CHECK(!table.on_host());
-  Sequence* one[] = {&seq};
-  const int32_t counts[] = {num_new_tokens};
-  if (BlocksNeeded(one, counts, reserve_tokens) > device_pool_.num_free_blocks()) return false;
-
   const int32_t begin = seq.num_computed_tokens();
   const int32_t end = begin + num_new_tokens;
   FOLIO_CHECK_LE(end, seq.num_tokens());
+  // Cheap bound first (every written block copied): the exact count reads
+  // reference counts, and the scheduler has usually checked already.
+  const int32_t appended = std::max(0, BlocksForTokens(std::max(end, reserve_tokens)) - table.size());
+  const int32_t written = num_new_tokens > 0
+      ? std::max(0, std::min(BlocksForTokens(end), table.size()) - BlockIndex(begin)) : 0;
+  if (appended + written > device_pool_.num_free_blocks()) {
+    Sequence* one[] = {&seq};
+    const int32_t counts[] = {num_new_tokens};
+    if (BlocksNeeded(one, counts, reserve_tokens) > device_pool_.num_free_blocks()) return false;
+  }
   // Copy-on-write: a block about to be written must be ours alone.
   if (num_new_tokens > 0) {
     const int32_t last_written = std::min(BlocksForTokens(end), table.size());

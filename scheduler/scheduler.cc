@@ -191,9 +191,10 @@ void Scheduler::ScheduleRunning(StepPlan& plan, int32_t& budget, bool& preempted
       if (&victim == &r && running_.size() == 1) {
         // Alone and still short: the pool can never hold this request's
         // next tokens. Stop it rather than wait forever.
-        pending_outputs_.push_back(FinishRequest(r, FinishReason::kLength,
+        FinishRequest(r, FinishReason::kLength,
                       absl::StrCat("the KV cache (", kv_.device_pool().num_blocks(),
-                                   " blocks) cannot hold this request's next tokens")));
+                                   " blocks) cannot hold this request's next tokens"),
+                      pending_outputs_.emplace_back());
         dropped = true;
         break;
       }
@@ -342,7 +343,7 @@ void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_sl
       // A recompute-preempted request that outgrew the pool ends like one
       // that cannot grow while running: by length, keeping its tokens.
       const FinishReason reason = r.preempted ? FinishReason::kLength : FinishReason::kError;
-      pending_outputs_.push_back(FinishRequest(r, reason, std::move(why)));
+      FinishRequest(r, reason, std::move(why), pending_outputs_.emplace_back());
       continue;
     }
     if (status == AllocStatus::kLater) break;

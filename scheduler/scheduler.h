@@ -123,9 +123,9 @@ class Scheduler {
   FinishReason StopReason(const Request& r, const Sequence& seq) const;
   void RetireSequence(Request& r, size_t live_index, FinishReason reason);
   void DropSequence(Sequence& seq);
-  // Ends `r` (destroying it) and returns its final output, built on `out`.
-  RequestOutput FinishRequest(Request& r, FinishReason reason, std::string error,
-                              RequestOutput out = {});
+  // Ends `r` (destroying it) and completes its final output in `out`
+  // (which may already hold this step's deltas).
+  void FinishRequest(Request& r, FinishReason reason, std::string error, RequestOutput& out);
   static bool StreamsDeltas(const Request& r);
   static void AppendDeltas(std::span<Sequence* const> seqs, RequestOutput& out);
   static void AppendRanked(Request& r, RequestOutput& out);

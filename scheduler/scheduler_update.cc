@@ -54,17 +54,19 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::Update(const StepResult& r
     while (end < sampled_.size() && sampled_[end].request == r) ++end;
     const std::span<const SampledSequence> group(sampled_.data() + begin, end - begin);
     begin = end;
-    RequestOutput out;
+    // Built in place: moving outputs with inline storage copies them.
+    RequestOutput& out = outputs.emplace_back();
     if (r->spec.sampling.UsesBeamSearch()) {
       ApplyBeamStep(*r, group);
     } else {
       ApplySamples(*r, group, out);
     }
     if (r->seqs.empty()) {
-      outputs.push_back(FinishRequest(*r, FinishReason::kNone, "", std::move(out)));
+      FinishRequest(*r, FinishReason::kNone, "", out);
     } else if (!out.sequences.empty()) {
       FillUsage(*r, out);
-      outputs.push_back(std::move(out));
+    } else {
+      outputs.pop_back();
     }
   }
   scheduled_.clear();
@@ -234,8 +236,8 @@ void Scheduler::RetireSequence(Request& r, size_t live_index, FinishReason reaso
   r.finished_seqs.push_back(std::move(seq));
 }
 
-RequestOutput Scheduler::FinishRequest(Request& r, FinishReason reason, std::string error,
-                                      RequestOutput out) {
+void Scheduler::FinishRequest(Request& r, FinishReason reason, std::string error,
+                              RequestOutput& out) {
   switch (r.status) {
     case RequestStatus::kWaiting: FOLIO_CHECK(waiting_.Remove(&r)); break;
     case RequestStatus::kRunning: FOLIO_CHECK(running_.Remove(&r)); break;
@@ -274,7 +276,6 @@ RequestOutput Scheduler::FinishRequest(Request& r, FinishReason reason, std::str
   out.error = std::move(error);
   FillUsage(r, out);
   requests_.erase(r.spec.id);  // destroys r
-  return out;
 }
 
 bool Scheduler::StreamsDeltas(const Request& r) {
@@ -357,7 +358,7 @@ bool Scheduler::Abort(RequestId id) {
   FOLIO_CHECK(!awaiting_update_);  // the engine loop aborts between steps
   auto it = requests_.find(id);
   if (it == requests_.end()) return false;
-  pending_outputs_.push_back(FinishRequest(*it->second, FinishReason::kAbort, ""));
+  FinishRequest(*it->second, FinishReason::kAbort, "", pending_outputs_.emplace_back());
   return true;
 }
 

@@ -289,6 +289,12 @@ struct Scratch {
 // hardware prefetchers only find after a few misses) is requested a few
 // cache lines at a time between the dot products, so that the loads overlap
 // the arithmetic instead of stalling in one burst.
+#ifndef FOLIO_PREFETCH_AHEAD
+#define FOLIO_PREFETCH_AHEAD 1
+#endif
+// Pieces between a piece's prefetch and its use.
+constexpr int32_t kPrefetchAhead = FOLIO_PREFETCH_AHEAD;
+
 class PrefetchCursor {
  public:
   // Spreads [p, p + floats) over about `steps` calls of Step().
@@ -425,56 +431,63 @@ FOLIO_SIMD_CLONES void SoftmaxTileRow(Scratch& sc, int32_t r, int32_t t0, int32_
 template <class Src>
 void AttendRange(const Src& src, Scratch& sc, int32_t m, int32_t begin, int32_t end) {
   const int32_t hd = src.hd;
-  // The tile's pieces: runs of positions stored contiguously (one block, or
-  // the whole tile for a contiguous cache).
+  // A tile's pieces: runs of positions stored contiguously (a block, or an
+  // aligned run of a contiguous cache).
   struct Piece {
     int64_t off;
     int32_t pos, run;
   };
-  Piece pieces[kTileTokens];
-  auto split = [&](int32_t t0, int32_t n) {
+  Piece buffers[2][kTileTokens];
+  auto split = [&](int32_t t0, Piece* out) {
     int32_t count = 0;
-    for (int32_t p = t0; p < t0 + n; ++count) {
+    for (int32_t p = t0; p < std::min(end, t0 + kTileTokens); ++count) {
       int32_t run;
       const int64_t off = src.Locate(p, &run);
-      run = std::min(run, t0 + n - p);
-      pieces[count] = {off, p, run};
+      run = std::min(run, std::min(end, t0 + kTileTokens) - p);
+      out[count] = {off, p, run};
       p += run;
     }
     return count;
   };
+  Piece* cur = buffers[0];
+  Piece* next = buffers[1];
+  int32_t n_cur = split(begin, cur);
   PrefetchCursor pf;
-  int32_t count = split(begin, std::min(kTileTokens, end - begin));
   for (int32_t t0 = begin; t0 < end; t0 += kTileTokens) {
     const int32_t n = std::min(kTileTokens, end - t0);
-    // Access order: K of each piece, then V of each piece, then the next
-    // tile. Each piece prefetches the one read after it.
-    for (int32_t i = 0; i < count; ++i) {
-      const Piece& c = pieces[i];
-      const Piece& next = pieces[i + 1 < count ? i + 1 : 0];
-      pf.Reset((i + 1 < count ? src.k : src.v) + next.off, int64_t{next.run} * hd,
-               PieceSteps(m, c.run));
+    const int32_t n_next = split(t0 + kTileTokens, next);
+    // Reads in order: K of each piece, V of each piece, then the next tile's
+    // K. While access a is computed on, access a + kPrefetchAhead is fetched.
+    auto prefetch_for = [&](int32_t a, int32_t steps) {
+      const int32_t b = a + kPrefetchAhead;
+      const Piece* piece = nullptr;
+      const float* base = src.k;
+      if (b < n_cur) {
+        piece = &cur[b];
+      } else if (b < 2 * n_cur) {
+        piece = &cur[b - n_cur], base = src.v;
+      } else if (b - 2 * n_cur < n_next) {
+        piece = &next[b - 2 * n_cur];
+      }
+      if (piece == nullptr) {
+        pf.Reset(nullptr, 0, 1);
+      } else {
+        pf.Reset(base + piece->off, int64_t{piece->run} * hd, steps);
+      }
+    };
+    for (int32_t i = 0; i < n_cur; ++i) {
+      const Piece& c = cur[i];
+      prefetch_for(i, PieceSteps(m, c.run));
       ScoresPiece(sc.q, m, src.k + c.off, c.run, hd, sc.s + (c.pos - t0), pf);
     }
     for (int32_t r = 0; r < m; ++r) SoftmaxTileRow(sc, r, t0, n, hd);
-    const int32_t next_t0 = t0 + kTileTokens;
-    const Piece first_next =
-        next_t0 < end ? [&] {
-          int32_t run;
-          const int64_t off = src.Locate(next_t0, &run);
-          return Piece{off, next_t0, std::min(run, end - next_t0)};
-        }()
-                      : Piece{0, 0, 0};
-    for (int32_t i = 0; i < count; ++i) {
-      const Piece& c = pieces[i];
-      if (i + 1 < count) {
-        pf.Reset(src.v + pieces[i + 1].off, int64_t{pieces[i + 1].run} * hd, PieceSteps(m, c.run));
-      } else {
-        pf.Reset(src.k + first_next.off, int64_t{first_next.run} * hd, PieceSteps(m, c.run));
-      }
+    for (int32_t i = 0; i < n_cur; ++i) {
+      const Piece& c = cur[i];
+      prefetch_for(n_cur + i, PieceSteps(m, c.run));
       ValuesPiece(sc.s + (c.pos - t0), m, src.v + c.off, c.run, hd, sc.acc, pf);
     }
-    if (next_t0 < end) count = split(next_t0, std::min(kTileTokens, end - next_t0));
+    std::swap(cur, next);
+    n_cur = n_next;
   }
 }
 
