@@ -394,13 +394,12 @@ void Scheduler::BuildPlanEntries(StepPlan& plan) {
       plan.cached_sequences.push_back(std::move(diff));
     }
     table.MarkSynced();
-    ScheduledSequence work;
+    ScheduledSequence& work = plan.scheduled.emplace_back();  // in place: no inline-storage move
     work.seq_id = seq.id();
     work.start_position = start;
     work.token_ids.assign(seq.tokens().begin() + start, seq.tokens().begin() + start + s.num_tokens);
     work.sample_mode = s.mode;
     work.num_samples = s.num_samples;
-    plan.scheduled.push_back(std::move(work));
     plan.num_scheduled_tokens += s.num_tokens;
     seq.set_num_computed_tokens(start + s.num_tokens);
   }
