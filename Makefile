@@ -3,7 +3,7 @@
 #
 #   make test        set-up + build + every test (ctest); CI runs this (.ci/run)
 #   make run         set-up + build + run (for now: folio-kvsim on the ShareGPT trace)
-#   make bench       set-up + build + the scheduler micro-benchmark
+#   make bench       set-up + build + the scheduler and kernel benchmarks
 #   make build       set-up + configure + build only
 #   make clean       remove the build tree
 #
@@ -42,6 +42,7 @@ run: build
 
 bench: build
 	$(BUILD_DIR)/bin/folio_bench_scheduler
+	$(BUILD_DIR)/bin/folio_bench_kernels --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -18,100 +18,7 @@ bool Fail(std::string* error, std::string message) {
   return false;
 }
 
-bool CheckShape(const void* k, const void* v, int64_t a, int32_t num_kv_heads, int64_t b,
-                int32_t head_dim, const char* a_name, const char* b_name, std::string* error) {
-  if (k == nullptr || v == nullptr) return Fail(error, "null K or V pointer");
-  if (a <= 0 || num_kv_heads <= 0 || b <= 0 || head_dim <= 0) {
-    return Fail(error, std::string(a_name) + ", num_kv_heads, " + b_name +
-                           " and head_dim must be positive");
-  }
-  if (head_dim % 8 != 0) {
-    return Fail(error, "head_dim " + std::to_string(head_dim) + " is not a multiple of 8");
-  }
-  return true;
-}
-
 }  // namespace
-
-bool ValidatePagedKvLayer(const PagedKvLayer& kv, std::string* error) {
-  return CheckShape(kv.k, kv.v, kv.num_blocks, kv.num_kv_heads, kv.block_size, kv.head_dim,
-                    "num_blocks", "block_size", error);
-}
-
-bool ValidateContiguousKvLayer(const ContiguousKvLayer& kv, std::string* error) {
-  return CheckShape(kv.k, kv.v, kv.num_seqs, kv.num_kv_heads, kv.max_seq_len, kv.head_dim,
-                    "num_seqs", "max_seq_len", error);
-}
-
-bool ValidateHeadCounts(int32_t num_heads, int32_t num_kv_heads, std::string* error) {
-  if (num_heads <= 0 || num_kv_heads <= 0) return Fail(error, "head counts must be positive");
-  if (num_heads % num_kv_heads != 0) {
-    return Fail(error, "num_heads " + std::to_string(num_heads) +
-                           " is not a multiple of num_kv_heads " + std::to_string(num_kv_heads));
-  }
-  return true;
-}
-
-bool ValidateBlockTables(const BlockTables& tables, const int32_t* context_lens, int32_t block_size,
-                         int32_t num_blocks, std::string* error) {
-  if (tables.num_seqs < 0 || tables.max_blocks_per_seq < 0) {
-    return Fail(error, "negative block table shape");
-  }
-  if (block_size <= 0) return Fail(error, "block_size must be positive");
-  if (tables.num_seqs == 0) return true;
-  if (context_lens == nullptr) return Fail(error, "null context_lens");
-  if (tables.ids == nullptr && tables.max_blocks_per_seq > 0) {
-    return Fail(error, "null block table ids");
-  }
-  const int64_t capacity = int64_t{tables.max_blocks_per_seq} * block_size;
-  for (int32_t s = 0; s < tables.num_seqs; ++s) {
-    const int32_t len = context_lens[s];
-    if (len < 0 || len > capacity) {
-      return Fail(error, "sequence " + std::to_string(s) + " context " + std::to_string(len) +
-                             " outside [0, " + std::to_string(capacity) + "]");
-    }
-    const int32_t used = (len + block_size - 1) / block_size;
-    const int32_t* row = tables.ids + int64_t{s} * tables.max_blocks_per_seq;
-    for (int32_t i = 0; i < used; ++i) {
-      if (row[i] < 0 || row[i] >= num_blocks) {
-        return Fail(error, "sequence " + std::to_string(s) + " table entry " + std::to_string(i) +
-                               " block " + std::to_string(row[i]) + " outside [0, " +
-                               std::to_string(num_blocks) + ")");
-      }
-    }
-  }
-  return true;
-}
-
-bool ValidateContextLens(const int32_t* context_lens, int32_t num_seqs, int32_t max_seq_len,
-                         std::string* error) {
-  if (num_seqs > 0 && context_lens == nullptr) return Fail(error, "null context_lens");
-  for (int32_t s = 0; s < num_seqs; ++s) {
-    if (context_lens[s] < 0 || context_lens[s] > max_seq_len) {
-      return Fail(error, "sequence " + std::to_string(s) + " context " +
-                             std::to_string(context_lens[s]) + " outside [0, " +
-                             std::to_string(max_seq_len) + "]");
-    }
-  }
-  return true;
-}
-
-bool ValidateQueryStarts(const int32_t* query_start, const int32_t* context_lens, int32_t num_seqs,
-                         std::string* error) {
-  if (num_seqs < 0) return Fail(error, "negative num_seqs");
-  if (query_start == nullptr) return Fail(error, "null query_start");
-  if (num_seqs > 0 && context_lens == nullptr) return Fail(error, "null context_lens");
-  if (query_start[0] < 0) return Fail(error, "query_start[0] is negative");
-  for (int32_t s = 0; s < num_seqs; ++s) {
-    const int32_t len = query_start[s + 1] - query_start[s];
-    if (len < 0) return Fail(error, "query_start decreases at sequence " + std::to_string(s));
-    if (len > context_lens[s]) {
-      return Fail(error, "sequence " + std::to_string(s) + " has " + std::to_string(len) +
-                             " query tokens but context " + std::to_string(context_lens[s]));
-    }
-  }
-  return true;
-}
 
 namespace cpu {
 namespace {
@@ -218,12 +125,15 @@ FOLIO_ALWAYS_INLINE void Axpy1(float p, const float* __restrict v, int32_t hd,
 // returns the element offset of position pos in K (and V) and sets run to
 // the number of positions stored contiguously from there.
 
+// head_stride: offset from one KV head's rows to the next head's for the
+// same positions (an item may cover several heads).
 struct PagedSource {
   const float* k;
   const float* v;
   const int32_t* table;  // this sequence's block table row
   int64_t block_stride;  // num_kv_heads * block_size * head_dim
-  int64_t head_offset;   // kv_head * block_size * head_dim
+  int64_t head_offset;   // first kv_head * block_size * head_dim
+  int64_t head_stride;   // block_size * head_dim: a block holds every head
   int32_t block_size;
   int32_t hd;
 
@@ -242,7 +152,8 @@ struct ContiguousSource {
   static constexpr int32_t kContiguousRun = 32;
   const float* k;
   const float* v;
-  int64_t base;  // offset of position 0 of this (sequence, KV head)
+  int64_t base;         // offset of position 0 of this (sequence, first KV head)
+  int64_t head_stride;  // max_seq_len * head_dim
   int32_t hd;
 
   int64_t Locate(int32_t pos, int32_t* run) const {
@@ -424,26 +335,30 @@ FOLIO_SIMD_CLONES void SoftmaxTileRow(Scratch& sc, int32_t r, int32_t t0, int32_
   sc.sum[r] += tile_sum;
 }
 
-// Attends the sc.q rows [0, m) to positions [begin, end) of src, each row
-// only up to its own limit (sc.limit), folding into the running state.
+// Attends the sc.q rows to positions [begin, end) of src, each row only up
+// to its own limit (sc.limit), folding into the running state. The rows are
+// `groups` groups of g rows; group j reads KV head (src's first head + j).
 // REQUIRES: every row's limit >= begin (each row sees at least one position
 // of the range), so no row's running max stays -inf after the first tile.
 template <class Src>
-void AttendRange(const Src& src, Scratch& sc, int32_t m, int32_t begin, int32_t end) {
+void AttendRange(const Src& src, Scratch& sc, int32_t groups, int32_t g, int32_t begin,
+                 int32_t end) {
   const int32_t hd = src.hd;
+  const int32_t m = groups * g;
   // A tile's pieces: runs of positions stored contiguously (a block, or an
   // aligned run of a contiguous cache).
   struct Piece {
-    int64_t off;
+    int64_t off;  // of the first head
     int32_t pos, run;
   };
   Piece buffers[2][kTileTokens];
   auto split = [&](int32_t t0, Piece* out) {
+    const int32_t stop = std::min(end, t0 + kTileTokens);
     int32_t count = 0;
-    for (int32_t p = t0; p < std::min(end, t0 + kTileTokens); ++count) {
+    for (int32_t p = t0; p < stop; ++count) {
       int32_t run;
       const int64_t off = src.Locate(p, &run);
-      run = std::min(run, std::min(end, t0 + kTileTokens) - p);
+      run = std::min(run, stop - p);
       out[count] = {off, p, run};
       p += run;
     }
@@ -456,35 +371,46 @@ void AttendRange(const Src& src, Scratch& sc, int32_t m, int32_t begin, int32_t 
   for (int32_t t0 = begin; t0 < end; t0 += kTileTokens) {
     const int32_t n = std::min(kTileTokens, end - t0);
     const int32_t n_next = split(t0 + kTileTokens, next);
-    // Reads in order: K of each piece, V of each piece, then the next tile's
-    // K. While access a is computed on, access a + kPrefetchAhead is fetched.
+    // Reads in order: K of each (piece, head), V of each (piece, head), then
+    // the next tile's K. While access a is computed on, access
+    // a + kPrefetchAhead is fetched. With several heads per item a block's
+    // heads are adjacent in memory, so reads run through whole blocks.
+    const int32_t per_pass = n_cur * groups;
     auto prefetch_for = [&](int32_t a, int32_t steps) {
-      const int32_t b = a + kPrefetchAhead;
+      int32_t b = a + kPrefetchAhead;
       const Piece* piece = nullptr;
       const float* base = src.k;
-      if (b < n_cur) {
-        piece = &cur[b];
-      } else if (b < 2 * n_cur) {
-        piece = &cur[b - n_cur], base = src.v;
-      } else if (b - 2 * n_cur < n_next) {
-        piece = &next[b - 2 * n_cur];
+      if (b < per_pass) {
+        piece = &cur[b / groups];
+      } else if (b < 2 * per_pass) {
+        b -= per_pass, piece = &cur[b / groups], base = src.v;
+      } else if (b - 2 * per_pass < n_next * groups) {
+        b -= 2 * per_pass, piece = &next[b / groups];
       }
       if (piece == nullptr) {
         pf.Reset(nullptr, 0, 1);
       } else {
-        pf.Reset(base + piece->off, int64_t{piece->run} * hd, steps);
+        pf.Reset(base + piece->off + (b % groups) * src.head_stride, int64_t{piece->run} * hd,
+                 steps);
       }
     };
     for (int32_t i = 0; i < n_cur; ++i) {
       const Piece& c = cur[i];
-      prefetch_for(i, PieceSteps(m, c.run));
-      ScoresPiece(sc.q, m, src.k + c.off, c.run, hd, sc.s + (c.pos - t0), pf);
+      for (int32_t j = 0; j < groups; ++j) {
+        prefetch_for(i * groups + j, PieceSteps(g, c.run));
+        ScoresPiece(sc.q + int64_t{j} * g * hd, g, src.k + c.off + j * src.head_stride, c.run, hd,
+                    sc.s + j * g * kTileTokens + (c.pos - t0), pf);
+      }
     }
     for (int32_t r = 0; r < m; ++r) SoftmaxTileRow(sc, r, t0, n, hd);
     for (int32_t i = 0; i < n_cur; ++i) {
       const Piece& c = cur[i];
-      prefetch_for(n_cur + i, PieceSteps(m, c.run));
-      ValuesPiece(sc.s + (c.pos - t0), m, src.v + c.off, c.run, hd, sc.acc, pf);
+      for (int32_t j = 0; j < groups; ++j) {
+        prefetch_for(per_pass + i * groups + j, PieceSteps(g, c.run));
+        ValuesPiece(sc.s + j * g * kTileTokens + (c.pos - t0), g,
+                    src.v + c.off + j * src.head_stride, c.run, hd, sc.acc + int64_t{j} * g * hd,
+                    pf);
+      }
     }
     std::swap(cur, next);
     n_cur = n_next;
@@ -517,40 +443,45 @@ struct Shape {
   int32_t group() const { return num_heads / num_kv_heads; }
 };
 
-template <class SourceAt>
-void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float scale, float* out,
-            SourceAt source_at) {
-  const int32_t g = sh.group();
-  const int64_t items = int64_t{sh.num_seqs} * sh.num_kv_heads;
-  double macs = 0;
-  for (int32_t s = 0; s < sh.num_seqs; ++s) macs += 2.0 * context_lens[s] * sh.num_heads * sh.hd;
-  ForEachItem(items, macs, g, sh.hd, [&](int64_t item, Scratch& sc) {
-    const int32_t s = static_cast<int32_t>(item / sh.num_kv_heads);
-    const int32_t h = static_cast<int32_t>(item % sh.num_kv_heads);
-    const int64_t row0 = (int64_t{s} * sh.num_heads + int64_t{h} * g) * sh.hd;
-    const int32_t len = context_lens[s];
-    sc.Reset(g, sh.hd);
-    for (int32_t r = 0; r < g; ++r) {
-      LoadQueryRow(q + row0 + int64_t{r} * sh.hd, scale, sh.hd, sc.q + int64_t{r} * sh.hd);
-      sc.limit[r] = len - 1;
-    }
-    AttendRange(source_at(s, h), sc, g, 0, len);
-    for (int32_t r = 0; r < g; ++r) {
-      StoreOutputRow(sc.acc + int64_t{r} * sh.hd, sc.sum[r], sh.hd,
-                     out + row0 + int64_t{r} * sh.hd);
-    }
-  });
+int32_t MaxThreads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
 }
 
+// KV heads per decode work item: all of a sequence's heads when there are
+// enough sequences to keep the threads busy (a block's heads are adjacent in
+// memory, so the item streams through whole blocks), fewer otherwise.
+int32_t HeadsPerItem(const Shape& sh) {
+  const int64_t wanted = 4 * int64_t{MaxThreads()};
+  int32_t heads = sh.num_kv_heads;
+  while (heads > 1 && int64_t{sh.num_seqs} * (sh.num_kv_heads / heads) < wanted) {
+    do {
+      --heads;
+    } while (sh.num_kv_heads % heads != 0);
+  }
+  return heads;
+}
+
+// Decode with `heads` KV heads per work item; partition_tokens > 0 splits
+// every context into slices of that many positions (separate items, merged
+// at the end with a softmax rescale: vLLM's paged_attention_v2).
 template <class SourceAt>
-void DecodePartitioned(const float* q, const Shape& sh, const int32_t* context_lens, float scale,
-                       int32_t part_tokens, float* out, SourceAt source_at) {
+void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float scale,
+            int32_t heads, int32_t partition_tokens, float* out, SourceAt source_at) {
   const int32_t g = sh.group();
   const int32_t hd = sh.hd;
-  // (sequence, slice) pairs; a sequence with context 0 gets one empty slice.
+  const int32_t chunks = sh.num_kv_heads / heads;
+  const int32_t m = heads * g;
+  const bool partitioned = partition_tokens > 0;
+  // Slices: (sequence, slice index); one per sequence when not partitioned.
+  // A sequence with context 0 gets one empty slice.
   std::vector<int32_t> first_part(sh.num_seqs + 1, 0);
   for (int32_t s = 0; s < sh.num_seqs; ++s) {
-    const int32_t parts = std::max(1, (context_lens[s] + part_tokens - 1) / part_tokens);
+    const int32_t parts =
+        partitioned ? std::max(1, (context_lens[s] + partition_tokens - 1) / partition_tokens) : 1;
     first_part[s + 1] = first_part[s] + parts;
   }
   const int32_t num_parts = first_part[sh.num_seqs];
@@ -558,32 +489,41 @@ void DecodePartitioned(const float* q, const Shape& sh, const int32_t* context_l
   for (int32_t s = 0; s < sh.num_seqs; ++s) {
     std::fill(part_seq.begin() + first_part[s], part_seq.begin() + first_part[s + 1], s);
   }
-  // Partial state per (slice, KV head, row): max, sum and acc[hd].
-  const int64_t rows = int64_t{num_parts} * sh.num_kv_heads * g;
-  std::vector<float> part_max(rows), part_sum(rows), part_acc(rows * hd);
+  // Partitioned: partial state of (slice, query head) at slice * num_heads +
+  // head: running max, running sum and acc[hd].
+  const int64_t partial_rows = partitioned ? int64_t{num_parts} * sh.num_heads : 0;
+  std::vector<float> part_max(partial_rows), part_sum(partial_rows), part_acc(partial_rows * hd);
   double macs = 0;
   for (int32_t s = 0; s < sh.num_seqs; ++s) macs += 2.0 * context_lens[s] * sh.num_heads * hd;
 
-  const int64_t items = int64_t{num_parts} * sh.num_kv_heads;
-  ForEachItem(items, macs, g, hd, [&](int64_t item, Scratch& sc) {
-    const int32_t part = static_cast<int32_t>(item / sh.num_kv_heads);
-    const int32_t h = static_cast<int32_t>(item % sh.num_kv_heads);
+  const int64_t items = int64_t{num_parts} * chunks;
+  ForEachItem(items, macs, m, hd, [&](int64_t item, Scratch& sc) {
+    const int32_t part = static_cast<int32_t>(item / chunks);
+    const int32_t h = static_cast<int32_t>(item % chunks) * heads;
     const int32_t s = part_seq[part];
     const int32_t len = context_lens[s];
-    const int32_t begin = (part - first_part[s]) * part_tokens;
-    const int32_t end = std::min(len, begin + part_tokens);
-    const int64_t row0 = (int64_t{s} * sh.num_heads + int64_t{h} * g) * hd;
-    sc.Reset(g, hd);
-    for (int32_t r = 0; r < g; ++r) {
+    const int32_t begin = partitioned ? (part - first_part[s]) * partition_tokens : 0;
+    const int32_t end = partitioned ? std::min(len, begin + partition_tokens) : len;
+    const int64_t head0 = int64_t{h} * g;  // first query head of the item
+    const int64_t row0 = (int64_t{s} * sh.num_heads + head0) * hd;
+    sc.Reset(m, hd);
+    for (int32_t r = 0; r < m; ++r) {
       LoadQueryRow(q + row0 + int64_t{r} * hd, scale, hd, sc.q + int64_t{r} * hd);
       sc.limit[r] = len - 1;
     }
-    AttendRange(source_at(s, h), sc, g, begin, end);
-    const int64_t prow = item * g;
-    std::copy(sc.mx, sc.mx + g, part_max.begin() + prow);
-    std::copy(sc.sum, sc.sum + g, part_sum.begin() + prow);
-    std::copy(sc.acc, sc.acc + int64_t{g} * hd, part_acc.begin() + prow * hd);
+    AttendRange(source_at(s, h), sc, heads, g, begin, end);
+    if (!partitioned) {
+      for (int32_t r = 0; r < m; ++r) {
+        StoreOutputRow(sc.acc + int64_t{r} * hd, sc.sum[r], hd, out + row0 + int64_t{r} * hd);
+      }
+      return;
+    }
+    const int64_t prow = int64_t{part} * sh.num_heads + head0;
+    std::copy(sc.mx, sc.mx + m, part_max.begin() + prow);
+    std::copy(sc.sum, sc.sum + m, part_sum.begin() + prow);
+    std::copy(sc.acc, sc.acc + int64_t{m} * hd, part_acc.begin() + prow * hd);
   });
+  if (!partitioned) return;
 
   // Merge: out = sum_p acc_p * e^(max_p - M) / sum_p sum_p * e^(max_p - M).
   const int64_t out_rows = int64_t{sh.num_seqs} * sh.num_heads;
@@ -592,18 +532,16 @@ void DecodePartitioned(const float* q, const Shape& sh, const int32_t* context_l
   for (int64_t orow = 0; orow < out_rows; ++orow) {
     const int32_t s = static_cast<int32_t>(orow / sh.num_heads);
     const int32_t head = static_cast<int32_t>(orow % sh.num_heads);
-    const int32_t h = head / g;
-    const int32_t r = head % g;
     float* __restrict o = out + orow * hd;
     float m_all = kNegInf;
     for (int32_t p = first_part[s]; p < first_part[s + 1]; ++p) {
-      m_all = std::max(m_all, part_max[(int64_t{p} * sh.num_kv_heads + h) * g + r]);
+      m_all = std::max(m_all, part_max[int64_t{p} * sh.num_heads + head]);
     }
     std::fill(o, o + hd, 0.0f);
     if (m_all == kNegInf) continue;  // empty context
     float total = 0.0f;
     for (int32_t p = first_part[s]; p < first_part[s + 1]; ++p) {
-      const int64_t prow = (int64_t{p} * sh.num_kv_heads + h) * g + r;
+      const int64_t prow = int64_t{p} * sh.num_heads + head;
       if (part_max[prow] == kNegInf) continue;
       const float w = std::exp(part_max[prow] - m_all);
       total += part_sum[prow] * w;
@@ -657,7 +595,7 @@ void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
         sc.limit[r] = past + i;
       }
     }
-    AttendRange(source_at(s, h), sc, m, 0, past + tile.last);
+    AttendRange(source_at(s, h), sc, 1, m, 0, past + tile.last);
     for (int32_t i = tile.first; i < tile.last; ++i) {
       const int64_t row0 = ((int64_t{query_start[s]} + i) * sh.num_heads + int64_t{h} * g) * hd;
       for (int32_t j = 0; j < g; ++j) {
@@ -668,27 +606,22 @@ void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
   });
 }
 
-int32_t MaxThreads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-
-// Decode, partitioned when there are too few (sequence, KV head) items to
-// feed every thread and contexts are long enough to split.
+// Resolves a DecodeSplit (0 = automatic) and decodes. Automatic: contexts
+// are sliced (512 positions) only when there are too few (sequence, KV
+// head) pairs to keep the threads busy and contexts are long; heads per
+// item from HeadsPerItem.
 template <class SourceAt>
-void DecodeAuto(const float* q, const Shape& sh, const int32_t* context_lens, float scale,
-                float* out, SourceAt source_at) {
-  const int64_t items = int64_t{sh.num_seqs} * sh.num_kv_heads;
-  int32_t max_len = 0;
-  for (int32_t s = 0; s < sh.num_seqs; ++s) max_len = std::max(max_len, context_lens[s]);
-  if (items < 2 * int64_t{MaxThreads()} && max_len >= 2 * kDefaultPartitionTokens) {
-    DecodePartitioned(q, sh, context_lens, scale, kDefaultPartitionTokens, out, source_at);
-  } else {
-    Decode(q, sh, context_lens, scale, out, source_at);
+void DecodeWithSplit(const float* q, const Shape& sh, const int32_t* context_lens, float scale,
+                     const DecodeSplit& split, float* out, SourceAt source_at) {
+  int32_t partition = split.partition_tokens;
+  if (partition == 0) {
+    int32_t max_len = 0;
+    for (int32_t s = 0; s < sh.num_seqs; ++s) max_len = std::max(max_len, context_lens[s]);
+    const bool few_items = int64_t{sh.num_seqs} * sh.num_kv_heads < 2 * int64_t{MaxThreads()};
+    partition = few_items && max_len >= 2 * kDefaultPartitionTokens ? kDefaultPartitionTokens : -1;
   }
+  const int32_t heads = split.heads_per_item > 0 ? split.heads_per_item : HeadsPerItem(sh);
+  Decode(q, sh, context_lens, scale, heads, partition, out, source_at);
 }
 
 auto PagedSourceAt(const PagedKvLayer& kv, const BlockTables& tables) {
@@ -699,6 +632,7 @@ auto PagedSourceAt(const PagedKvLayer& kv, const BlockTables& tables) {
                        tables.ids + int64_t{s} * tables.max_blocks_per_seq,
                        kv.num_kv_heads * tile,
                        h * tile,
+                       tile,
                        kv.block_size,
                        kv.head_dim};
   };
@@ -707,7 +641,7 @@ auto PagedSourceAt(const PagedKvLayer& kv, const BlockTables& tables) {
 auto ContiguousSourceAt(const ContiguousKvLayer& kv) {
   return [&kv](int32_t s, int32_t h) {
     const int64_t base = (int64_t{s} * kv.num_kv_heads + h) * kv.max_seq_len * int64_t{kv.head_dim};
-    return ContiguousSource{kv.k, kv.v, base, kv.head_dim};
+    return ContiguousSource{kv.k, kv.v, base, int64_t{kv.max_seq_len} * kv.head_dim, kv.head_dim};
   };
 }
 
@@ -715,18 +649,28 @@ auto ContiguousSourceAt(const ContiguousKvLayer& kv) {
 
 int32_t KernelThreads() { return MaxThreads(); }
 
-void PagedAttentionDecode(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
-                          const int32_t* context_lens, int32_t num_heads, float scale, float* out) {
-  const Shape sh{tables.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
-  DecodeAuto(q, sh, context_lens, scale, out, PagedSourceAt(kv, tables));
+bool ValidateDecodeSplit(const DecodeSplit& split, int32_t num_kv_heads, std::string* error) {
+  if (split.heads_per_item < 0 || split.heads_per_item > num_kv_heads ||
+      (split.heads_per_item > 0 && num_kv_heads % split.heads_per_item != 0)) {
+    return Fail(error, "heads_per_item " + std::to_string(split.heads_per_item) +
+                           " does not divide num_kv_heads " + std::to_string(num_kv_heads));
+  }
+  if (split.partition_tokens < -1) {
+    return Fail(error, "partition_tokens " + std::to_string(split.partition_tokens) + " < -1");
+  }
+  return true;
 }
 
-void PagedAttentionDecodePartitioned(const float* q, const PagedKvLayer& kv,
-                                     const BlockTables& tables, const int32_t* context_lens,
-                                     int32_t num_heads, float scale, int32_t partition_tokens,
-                                     float* out) {
+void PagedAttentionDecode(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
+                          const int32_t* context_lens, int32_t num_heads, float scale, float* out) {
+  PagedAttentionDecodeSplit(q, kv, tables, context_lens, num_heads, scale, DecodeSplit{}, out);
+}
+
+void PagedAttentionDecodeSplit(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
+                               const int32_t* context_lens, int32_t num_heads, float scale,
+                               const DecodeSplit& split, float* out) {
   const Shape sh{tables.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
-  DecodePartitioned(q, sh, context_lens, scale, partition_tokens, out, PagedSourceAt(kv, tables));
+  DecodeWithSplit(q, sh, context_lens, scale, split, out, PagedSourceAt(kv, tables));
 }
 
 void PagedAttentionPrefill(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
@@ -740,7 +684,7 @@ void ContiguousAttentionDecode(const float* q, const ContiguousKvLayer& kv,
                                const int32_t* context_lens, int32_t num_heads, float scale,
                                float* out) {
   const Shape sh{kv.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
-  DecodeAuto(q, sh, context_lens, scale, out, ContiguousSourceAt(kv));
+  DecodeWithSplit(q, sh, context_lens, scale, DecodeSplit{}, out, ContiguousSourceAt(kv));
 }
 
 void ContiguousAttentionPrefill(const float* q, const ContiguousKvLayer& kv,

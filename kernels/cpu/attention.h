@@ -19,13 +19,13 @@
 // clone is picked at load time, see kernels/cpu/vec_math.h). While one block
 // is computed on, the next one is software-prefetched a few cache lines at a
 // time (paged blocks sit at unrelated addresses). Threads (OpenMP, when
-// built with it) take work items (sequence, KV head[, query tile | context
-// slice]).
+// built with it) take work items: (sequence, some or all of its KV heads
+// [, context slice]) in decode, (sequence, KV head, query tile) in prefill.
 //
 // Views are trusted: the kernels do no checking. REQUIRES the caller to have
-// validated them once with the Validate* helpers below (the layer once when
-// the cache is created; tables, lengths and query starts once per step —
-// they are the same for every layer).
+// validated them once with the Validate* helpers of attention_views.h (the
+// layer once when the cache is created; tables, lengths and query starts
+// once per step — they are the same for every layer).
 //
 // Thread-safety: the kernels only read q and the cache and write out; calls
 // on disjoint outputs may run concurrently. Outputs must not alias inputs.
@@ -35,68 +35,9 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cpu/attention_views.h"
+
 namespace folio::kernels {
-
-// One layer of a paged cache (K and V), fp32, by value. Not owning.
-struct PagedKvLayer {
-  const float* k = nullptr;  // [num_blocks][num_kv_heads][block_size][head_dim]
-  const float* v = nullptr;  // same shape
-  int32_t num_blocks = 0;
-  int32_t num_kv_heads = 0;
-  int32_t block_size = 0;
-  int32_t head_dim = 0;  // multiple of 8
-};
-
-// Block tables of a batch, row-major [num_seqs][max_blocks_per_seq], by
-// value. Entry (s, i) is the cache block holding positions
-// [i * block_size, (i + 1) * block_size) of sequence s. Entries past a
-// sequence's last used block are never read (any value, e.g. -1).
-struct BlockTables {
-  const int32_t* ids = nullptr;
-  int32_t num_seqs = 0;
-  int32_t max_blocks_per_seq = 0;
-};
-
-// A contiguous (unpaged) cache of one layer, Hugging Face style: sequence s
-// owns positions [0, max_seq_len) of
-//     k, v: [num_seqs][num_kv_heads][max_seq_len][head_dim]  fp32.
-// Same kernels as the paged cache (one code path, a different address
-// function): used for the paged-vs-contiguous comparisons of the tests,
-// the benchmark and the model runner.
-struct ContiguousKvLayer {
-  const float* k = nullptr;
-  const float* v = nullptr;
-  int32_t num_seqs = 0;
-  int32_t num_kv_heads = 0;
-  int32_t max_seq_len = 0;
-  int32_t head_dim = 0;  // multiple of 8
-};
-
-// --- Validation (host; once, not per layer). Each returns true when valid,
-// otherwise false with a reason in *error (when error is not null).
-
-// Non-null K/V, positive sizes, head_dim a multiple of 8.
-bool ValidatePagedKvLayer(const PagedKvLayer& kv, std::string* error = nullptr);
-bool ValidateContiguousKvLayer(const ContiguousKvLayer& kv, std::string* error = nullptr);
-
-// num_heads > 0 and a multiple of num_kv_heads (> 0).
-bool ValidateHeadCounts(int32_t num_heads, int32_t num_kv_heads, std::string* error = nullptr);
-
-// For every sequence s < tables.num_seqs: 0 <= context_lens[s] <=
-// max_blocks_per_seq * block_size, and the ceil(context_lens[s] / block_size)
-// table entries it uses are block ids in [0, num_blocks).
-bool ValidateBlockTables(const BlockTables& tables, const int32_t* context_lens, int32_t block_size,
-                         int32_t num_blocks, std::string* error = nullptr);
-
-// For every sequence s < num_seqs: 0 <= context_lens[s] <= max_seq_len.
-bool ValidateContextLens(const int32_t* context_lens, int32_t num_seqs, int32_t max_seq_len,
-                         std::string* error = nullptr);
-
-// query_start has num_seqs + 1 entries, query_start[0] >= 0, non-decreasing,
-// and query_len(s) = query_start[s + 1] - query_start[s] <= context_lens[s].
-bool ValidateQueryStarts(const int32_t* query_start, const int32_t* context_lens, int32_t num_seqs,
-                         std::string* error = nullptr);
-
 namespace cpu {
 
 // Positions per online-softmax tile (the unit between two rescales).
@@ -107,22 +48,40 @@ inline constexpr int32_t kDefaultPartitionTokens = 512;
 // Decode: one query token per sequence, s < tables.num_seqs.
 // q, out: [num_seqs][num_heads][head_dim]. context_lens[s] = tokens of s in
 // the cache, the query's own K/V included (written by ReshapeAndCache
-// first); a sequence with context 0 gets an all-zero output. When there are
-// too few (sequence, KV head) pairs to keep every thread busy and contexts
-// are long, this switches to the partitioned variant by itself.
+// first); a sequence with context 0 gets an all-zero output. The work split
+// (see DecodeSplit) adapts to the batch and the thread count.
 // REQUIRES: ValidatePagedKvLayer(kv), ValidateHeadCounts(num_heads,
 // kv.num_kv_heads), ValidateBlockTables(tables, context_lens, ...).
 void PagedAttentionDecode(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
                           const int32_t* context_lens, int32_t num_heads, float scale, float* out);
 
-// Decode with every context split into slices of partition_tokens positions
-// processed as separate work items, then merged with a softmax-rescale
-// reduction (vLLM's paged_attention_v2). Same results as PagedAttentionDecode
-// up to fp32 rounding. REQUIRES as above and partition_tokens > 0.
-void PagedAttentionDecodePartitioned(const float* q, const PagedKvLayer& kv,
-                                     const BlockTables& tables, const int32_t* context_lens,
-                                     int32_t num_heads, float scale, int32_t partition_tokens,
-                                     float* out);
+// How a decode is cut into work items; 0 fields are chosen automatically
+// (what PagedAttentionDecode does).
+struct DecodeSplit {
+  // KV heads per work item, a divisor of num_kv_heads. More heads per item
+  // stream through whole blocks (a block holds every head of its
+  // positions); fewer give more items to share among threads. 0: all heads
+  // when sequences alone give every thread ~4 items, fewer otherwise.
+  int32_t heads_per_item = 0;
+  // > 0: every context is split into slices of this many positions, each a
+  // separate work item, merged at the end with a softmax-rescale reduction
+  // (vLLM's paged_attention_v2). -1: never. 0: slices of
+  // kDefaultPartitionTokens only when there are fewer (sequence, KV head)
+  // pairs than 2 per thread and some context is >= 2 slices long.
+  int32_t partition_tokens = 0;
+};
+
+// True when heads_per_item is 0 or a positive divisor of num_kv_heads and
+// partition_tokens >= -1.
+bool ValidateDecodeSplit(const DecodeSplit& split, int32_t num_kv_heads,
+                         std::string* error = nullptr);
+
+// PagedAttentionDecode with an explicit work split. Same results up to fp32
+// rounding whatever the split. REQUIRES as PagedAttentionDecode and
+// ValidateDecodeSplit(split, kv.num_kv_heads).
+void PagedAttentionDecodeSplit(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
+                               const int32_t* context_lens, int32_t num_heads, float scale,
+                               const DecodeSplit& split, float* out);
 
 // Prefill chunks and mixed batches: the query tokens of sequence s are rows
 // [query_start[s], query_start[s + 1]) of q/out [num_tokens][num_heads]

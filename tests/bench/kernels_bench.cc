@@ -247,10 +247,14 @@ class SummaryReporter : public benchmark::ConsoleReporter {
       const double copy = by_name["BM_Memcpy"].gbps;
       const double read = by_name["BM_MemRead"].gbps;
       if (paged <= 0 || contig <= 0 || copy <= 0) continue;
+      // The targets are set for the shape, whose KV read (256 MiB)
+      // is far beyond the caches; smaller shapes run from cache.
+      const bool target_shape = shape == "seqs:32/ctx:1024";
       std::printf(
-          "%s: paged %.2f GB/s = %.0f%% of memcpy %.2f GB/s (target >= 60%%), %.3fx "
-          "contiguous %.2f GB/s (target >= 0.95x); read-only ceiling %.2f GB/s\n",
-          shape.c_str(), paged, 100 * paged / copy, copy, paged / contig, contig, read);
+          "%s: paged %.2f GB/s = %.0f%% of memcpy %.2f GB/s%s, %.3fx contiguous %.2f GB/s%s; "
+          "read-only ceiling %.2f GB/s\n",
+          shape.c_str(), paged, 100 * paged / copy, copy, target_shape ? " (target >= 60%)" : "",
+          paged / contig, contig, target_shape ? " (target >= 0.95x)" : "", read);
     }
   }
 

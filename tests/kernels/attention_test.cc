@@ -288,15 +288,24 @@ TEST_P(DecodeTest, PagedMatchesReference) {
   EXPECT_LT(RelError(got, want), kTolerance) << Describe(b.c);
 }
 
-TEST_P(DecodeTest, PartitionedMatchesReference) {
+// Every work split gives the reference's result: KV heads per item (each
+// divisor), unpartitioned, 512-position slices (vLLM's), slices of whole
+// blocks, slices cutting blocks, one position per slice.
+TEST_P(DecodeTest, EverySplitMatchesReference) {
   const Batch b(GetParam());
   const std::vector<float> want = b.Expected();
-  // 512 (vLLM's slice), slices of whole blocks, slices cutting blocks, 1.
-  for (int32_t part : {kDefaultPartitionTokens, 2 * b.c.block_size, 40, 1}) {
-    std::vector<float> got = b.NewOutput();
-    PagedAttentionDecodePartitioned(b.q.data(), b.Paged(), b.Tables(), b.c.context_lens.data(),
-                                    b.c.num_heads(), b.scale, part, got.data());
-    EXPECT_LT(RelError(got, want), kTolerance) << "partition " << part << " " << Describe(b.c);
+  for (int32_t heads = 1; heads <= b.c.num_kv_heads; ++heads) {
+    if (b.c.num_kv_heads % heads != 0) continue;
+    for (int32_t part : {-1, kDefaultPartitionTokens, 2 * b.c.block_size, 40, 1}) {
+      const DecodeSplit split{heads, part};
+      std::string error;
+      ASSERT_TRUE(ValidateDecodeSplit(split, b.c.num_kv_heads, &error)) << error;
+      std::vector<float> got = b.NewOutput();
+      PagedAttentionDecodeSplit(b.q.data(), b.Paged(), b.Tables(), b.c.context_lens.data(),
+                                b.c.num_heads(), b.scale, split, got.data());
+      EXPECT_LT(RelError(got, want), kTolerance)
+          << "heads/item " << heads << " partition " << part << " " << Describe(b.c);
+    }
   }
 }
 
@@ -390,6 +399,17 @@ TEST(AttentionValidationTest, RejectsBadLayer) {
   EXPECT_NE(error.find("multiple of 8"), std::string::npos) << error;
   EXPECT_FALSE(ValidateContiguousKvLayer({&x, &x, 1, 1, 8, 12}, &error));
   EXPECT_TRUE(ValidateContiguousKvLayer({&x, &x, 1, 1, 8, 16}, &error)) << error;
+}
+
+TEST(AttentionValidationTest, RejectsBadDecodeSplit) {
+  std::string error;
+  EXPECT_TRUE(ValidateDecodeSplit({}, 8, &error)) << error;
+  EXPECT_TRUE(ValidateDecodeSplit({4, 512}, 8, &error)) << error;
+  EXPECT_TRUE(ValidateDecodeSplit({8, -1}, 8, &error)) << error;
+  EXPECT_FALSE(ValidateDecodeSplit({3, 0}, 8, &error));
+  EXPECT_FALSE(ValidateDecodeSplit({-1, 0}, 8, &error));
+  EXPECT_FALSE(ValidateDecodeSplit({16, 0}, 8, &error));
+  EXPECT_FALSE(ValidateDecodeSplit({0, -2}, 8, &error));
 }
 
 TEST(AttentionValidationTest, RejectsBadHeadCounts) {
