@@ -84,9 +84,18 @@ struct StepPlan {
   }
 };
 
+// A token with its log-probability (natural log).
+struct TokenLogprob {
+  TokenId token_id = 0;
+  float logprob = 0.0f;
+};
+
 struct SampledToken {
   TokenId token_id = 0;
   float logprob = 0.0f;
+  // The `logprobs` most likely tokens of the same distribution, best first;
+  // empty when the request asked for none.
+  std::vector<TokenLogprob> top_logprobs;
 };
 
 // Rank 0's answer: for every scheduled sequence with a sample mode other than
