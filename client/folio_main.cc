@@ -24,6 +24,8 @@ Sampling:
   --seed S            per-request seed (deterministic sampling)
   --n N  --best-of N  --beam-width K  --length-penalty L
   --ignore-eos        --stop-token-id ID (repeatable)
+  --logprobs N        with --json: the N most likely tokens at each position
+                      (raw model log-probs, as vLLM reports them)
 Engine:
   --block-size N (16)  --kv-cache-mb N (256)  --num-device-blocks N  --num-host-blocks N (0)
   --max-num-batched-tokens N (2048)  --max-num-seqs N (256)  --max-model-len N
@@ -33,7 +35,7 @@ Output:
 
 A prompts file holds one JSON object per line: {"prompt": "..."} or
 {"prompt_token_ids": [...]}, optionally with "max_tokens", "temperature", "top_p",
-"top_k", "seed", "n".
+"top_k", "seed", "n", "logprobs".
 )";
 
 [[noreturn]] void Fail(const std::string& message) {
@@ -93,6 +95,7 @@ Flags Parse(int argc, char** argv) {
     else if (flag == "--beam-width") s.beam_width = Number<int32_t>(flag, value());
     else if (flag == "--length-penalty") s.length_penalty = Number<float>(flag, value());
     else if (flag == "--ignore-eos") s.ignore_eos = true;
+    else if (flag == "--logprobs") s.logprobs = Number<int32_t>(flag, value());
     else if (flag == "--stop-token-id") s.stop_token_ids.push_back(Number<TokenId>(flag, value()));
     else if (flag == "--block-size") e.block_size = Number<int32_t>(flag, value());
     else if (flag == "--kv-cache-mb") e.kv_cache_bytes = Number<int64_t>(flag, value()) << 20;
@@ -150,6 +153,7 @@ std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
     num("temperature", r.sampling.temperature);
     num("top_p", r.sampling.top_p);
     num("top_k", r.sampling.top_k);
+    num("logprobs", r.sampling.logprobs);
     if (j.contains("seed")) {
       if (!j["seed"].is_number_unsigned()) Fail(where + "seed must be a non-negative integer");
       r.sampling.seed = j["seed"].get<uint64_t>();
@@ -179,12 +183,28 @@ int Run(int argc, char** argv) {
       if (!r.error.empty()) j["error"] = r.error;
       j["outputs"] = nlohmann::json::array();
       for (const OfflineEngine::Sequence& s : r.sequences) {
-        j["outputs"].push_back({{"index", s.index},
-                                {"text", s.text},
-                                {"token_ids", s.token_ids},
-                                {"logprobs", s.logprobs},
-                                {"cumulative_logprob", s.cumulative_logprob},
-                                {"finish_reason", FinishReasonName(s.finish_reason)}});
+        nlohmann::json o = {{"index", s.index},
+                            {"text", s.text},
+                            {"token_ids", s.token_ids},
+                            {"logprobs", s.logprobs},
+                            {"cumulative_logprob", s.cumulative_logprob},
+                            {"finish_reason", FinishReasonName(s.finish_reason)}};
+        if (!s.top_logprobs.empty()) {
+          // Per position: [{"token_id", "logprob", "text"}, ...], best first.
+          nlohmann::json top = nlohmann::json::array();
+          for (const std::vector<TokenLogprob>& position : s.top_logprobs) {
+            nlohmann::json alts = nlohmann::json::array();
+            for (const TokenLogprob& t : position) {
+              const TokenId id[1] = {t.token_id};
+              alts.push_back({{"token_id", t.token_id},
+                              {"logprob", t.logprob},
+                              {"text", (*engine)->tokenizer().Decode(id, false)}});
+            }
+            top.push_back(std::move(alts));
+          }
+          o["top_logprobs"] = std::move(top);
+        }
+        j["outputs"].push_back(std::move(o));
       }
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       continue;

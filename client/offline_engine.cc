@@ -102,6 +102,11 @@ absl::StatusOr<std::vector<OfflineEngine::Result>> OfflineEngine::Generate(
         seq.index = delta.index;
         seq.token_ids.insert(seq.token_ids.end(), delta.token_ids.begin(), delta.token_ids.end());
         seq.logprobs.insert(seq.logprobs.end(), delta.logprobs.begin(), delta.logprobs.end());
+        if (!delta.top_logprobs.empty()) {
+          seq.top_logprobs.resize(seq.token_ids.size() - delta.token_ids.size());
+          seq.top_logprobs.insert(seq.top_logprobs.end(), delta.top_logprobs.begin(),
+                                  delta.top_logprobs.end());
+        }
         if (delta.finish_reason != FinishReason::kNone) seq.finish_reason = delta.finish_reason;
         seq.cumulative_logprob = delta.cumulative_logprob;
       }

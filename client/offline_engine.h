@@ -46,6 +46,10 @@ class OfflineEngine {
     std::string text;
     std::vector<TokenId> token_ids;
     std::vector<float> logprobs;
+    // With sampling.logprobs = N > 0 and streamed outputs (n == best_of, no
+    // beam search): per output token, the N most likely tokens of the raw
+    // model distribution, best first. Empty otherwise.
+    std::vector<std::vector<TokenLogprob>> top_logprobs;
     FinishReason finish_reason = FinishReason::kNone;
     double cumulative_logprob = 0.0;
   };

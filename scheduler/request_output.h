@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "common/step_plan.h"
 #include "common/types.h"
 #include "scheduler/sequence.h"
 
@@ -23,6 +24,12 @@ struct SequenceOutput {
   absl::InlinedVector<float, 4> logprobs;
   FinishReason finish_reason = FinishReason::kNone;
   double cumulative_logprob = 0.0;
+  // Parallel to token_ids when the request asked for SamplingParams::logprobs
+  // = N > 0: the N most likely tokens at each position (raw model
+  // distribution, best first); empty otherwise. Streamed deltas carry them;
+  // ranked outputs (best_of > n, beam search) do not keep them, so there
+  // this stays empty.
+  std::vector<std::vector<TokenLogprob>> top_logprobs;
 };
 
 struct RequestOutput {

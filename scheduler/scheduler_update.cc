@@ -86,6 +86,10 @@ std::unique_ptr<Sequence> Scheduler::ForkSequence(Request& r, const Sequence& pa
 void Scheduler::ApplySamples(Request& r, std::span<const SampledSequence> s,
                              RequestOutput& out) {
   const bool stream = StreamsDeltas(r);
+  // Top log-probs travel only in streamed deltas: each delta's last token
+  // is the one sampled now (see SequenceOutput::top_logprobs).
+  const bool want_top = stream && r.spec.sampling.logprobs > 0;
+  std::vector<std::pair<const Sequence*, const SampledToken*>> top;
   for (const auto& [request, seq, samples] : s) {
     const std::vector<SampledToken>& tokens = samples->tokens;
     if (!r.fanned_out && tokens.size() > 1) {
@@ -94,10 +98,12 @@ void Scheduler::ApplySamples(Request& r, std::span<const SampledSequence> s,
       for (size_t i = 1; i < tokens.size(); ++i) {
         std::unique_ptr<Sequence> child = ForkSequence(r, *seq);
         child->AppendToken(tokens[i].token_id, tokens[i].logprob);
+        if (want_top) top.push_back({child.get(), &tokens[i]});
         r.seqs.push_back(std::move(child));
       }
     }
     seq->AppendToken(tokens[0].token_id, tokens[0].logprob);
+    if (want_top) top.push_back({seq, &tokens[0]});
   }
   r.fanned_out = true;
   stats_.num_generation_tokens += static_cast<int64_t>(r.seqs.size());
@@ -113,6 +119,16 @@ void Scheduler::ApplySamples(Request& r, std::span<const SampledSequence> s,
     }
   }
   if (stream) AppendDeltas(touched, out);
+  if (want_top) {
+    for (size_t i = 0; i < touched.size() && i < out.sequences.size(); ++i) {
+      SequenceOutput& delta = out.sequences[i];
+      if (delta.token_ids.empty()) continue;
+      delta.top_logprobs.resize(delta.token_ids.size());
+      for (const auto& [seq, sampled] : top) {
+        if (seq == touched[i]) delta.top_logprobs.back() = sampled->top_logprobs;
+      }
+    }
+  }
 }
 
 void Scheduler::ApplyBeamStep(Request& r, std::span<const SampledSequence> s) {

@@ -132,6 +132,24 @@ TokenId Sampler::Draw(const SamplingRequest& r, int32_t sample_index) {
   return order_[keep - 1];
 }
 
+std::vector<TokenLogprob> Sampler::TopLogprobs(int32_t n) {
+  const int32_t vocab = static_cast<int32_t>(logprobs_.size());
+  n = std::min(n, vocab);
+  std::vector<TokenLogprob> out;
+  if (n <= 0) return out;
+  top_order_.resize(vocab);
+  std::iota(top_order_.begin(), top_order_.end(), 0);
+  auto better = [&](int32_t a, int32_t b) {
+    return logprobs_[a] > logprobs_[b] || (logprobs_[a] == logprobs_[b] && a < b);
+  };
+  // Select, then sort only the n kept: O(vocab + n log n).
+  if (n < vocab) std::nth_element(top_order_.begin(), top_order_.begin() + n, top_order_.end(), better);
+  std::sort(top_order_.begin(), top_order_.begin() + n, better);
+  out.reserve(n);
+  for (int32_t i = 0; i < n; ++i) out.push_back({top_order_[i], logprobs_[top_order_[i]]});
+  return out;
+}
+
 std::vector<SampledToken> Sampler::Sample(const SamplingRequest& r) {
   FOLIO_CHECK(r.params != nullptr);
   FOLIO_CHECK(!r.logits.empty());
@@ -152,12 +170,15 @@ std::vector<SampledToken> Sampler::Sample(const SamplingRequest& r) {
     std::partial_sort(order_.begin(), order_.begin() + n, order_.end(), [&](int32_t a, int32_t b) {
       return beam_logprobs[a] > beam_logprobs[b] || (beam_logprobs[a] == beam_logprobs[b] && a < b);
     });
-    for (int32_t i = 0; i < n; ++i) out.push_back({order_[i], beam_logprobs[order_[i]]});
+    for (int32_t i = 0; i < n; ++i) out.push_back({order_[i], beam_logprobs[order_[i]], {}});
     return out;
   }
+  // One distribution per call: every sample shares its top log-probs.
+  const std::vector<TokenLogprob> top = TopLogprobs(r.params->logprobs);
+  out.reserve(r.num_samples);
   for (int32_t i = 0; i < r.num_samples; ++i) {
     const TokenId t = Draw(r, i);
-    out.push_back({t, logprobs_[t]});
+    out.push_back({t, logprobs_[t], top});
   }
   return out;
 }

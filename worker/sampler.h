@@ -27,9 +27,17 @@ struct SamplingRequest {
 };
 
 // Rank 0's sampler. Log-probs are always of the raw model distribution
-// (log-softmax of the unprocessed logits), as vLLM reports them; sampling
-// applies penalties, temperature, top-k, top-p and min-p in that order.
-// Greedy (temperature 0) picks the lowest id among equal maxima.
+// (log-softmax of the unprocessed logits), as vLLM reports them by default
+// (its logprobs_mode "raw_logprobs"), not of the processed distribution the
+// token was drawn from; sampling applies penalties, temperature, top-k,
+// top-p and min-p in that order. Greedy (temperature 0) picks the lowest id
+// among equal maxima.
+//
+// Top log-probs: when params->logprobs = N > 0, every kSample token carries
+// the N most likely tokens of that same raw distribution, best first (ties:
+// lower id first), in SampledToken::top_logprobs. Like vLLM, the chosen
+// token is reported through SampledToken::logprob and need not be among
+// them (it is, for greedy). Beam candidates carry none.
 //
 // Thread-compatible: one Sampler per thread (it keeps scratch buffers).
 class Sampler {
@@ -44,12 +52,15 @@ class Sampler {
  private:
   void ApplyPenalties(const SamplingRequest& r, std::vector<float>& logits) const;
   TokenId Draw(const SamplingRequest& r, int32_t sample_index);
+  // The n most likely tokens of logprobs_, best first.
+  std::vector<TokenLogprob> TopLogprobs(int32_t n);
 
   const uint64_t default_seed_;
   std::vector<float> logits_;     // penalized, then scaled
   std::vector<float> logprobs_;   // raw log-softmax
   std::vector<int32_t> order_;    // candidate ids
   std::vector<float> probs_;
+  std::vector<int32_t> top_order_;  // TopLogprobs scratch
 };
 
 // log-softmax in float with a max shift; `out` may alias `in`.

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -166,6 +167,51 @@ TEST(FolioRunTest, PromptsFileGivesOneJsonLinePerPrompt) {
     EXPECT_EQ(o["token_ids"].size(), 8u);
     EXPECT_EQ(o["finish_reason"], "length");
   }
+}
+
+TEST(FolioRunTest, LogprobsFlagGivesTopTokensPerPosition) {
+  const json ref = Reference();
+  const json& c = ref.at("cases").at(0);
+  const RunResult r = Folio({"run", "--model", kDemoDir, "--prompt", c.at("prompt").get<std::string>(),
+                             "--max-tokens", "6", "--temperature", "0", "--ignore-eos",
+                             "--logprobs", "5", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = JsonLines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const json& o = lines[0].at("outputs").at(0);
+  const std::vector<int> ids = o.at("token_ids").get<std::vector<int>>();
+  const std::vector<double> logprobs = o.at("logprobs").get<std::vector<double>>();
+  ASSERT_EQ(ids.size(), 6u);
+  const json& top = o.at("top_logprobs");
+  ASSERT_EQ(top.size(), ids.size());
+  const std::vector<double> want_lp = c.at("logprobs").get<std::vector<double>>();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(top[i].size(), 5u);
+    // Greedy: the chosen token leads, with its own log-prob; then descending.
+    EXPECT_EQ(top[i][0].at("token_id").get<int>(), ids[i]);
+    EXPECT_NEAR(top[i][0].at("logprob").get<double>(), logprobs[i], 1e-6);
+    EXPECT_NEAR(top[i][0].at("logprob").get<double>(), want_lp[i], 1e-3);
+    double mass = 0.0;
+    for (size_t k = 0; k < 5; ++k) {
+      EXPECT_TRUE(top[i][k].at("text").is_string());
+      const double lp = top[i][k].at("logprob").get<double>();
+      EXPECT_LE(lp, 0.0);
+      mass += std::exp(lp);
+      if (k > 0) {
+        EXPECT_GE(top[i][k - 1].at("logprob").get<double>(), lp);
+      }
+    }
+    EXPECT_LE(mass, 1.0 + 1e-4);
+  }
+  // Without --logprobs there is no top_logprobs key; out of range is refused.
+  const RunResult plain = Folio({"run", "--model", kDemoDir, "--prompt", "The", "--max-tokens", "2",
+                                 "--temperature", "0", "--json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(JsonLines(plain.out).at(0).at("outputs").at(0).contains("top_logprobs"));
+  const RunResult bad = Folio({"run", "--model", kDemoDir, "--prompt", "The", "--logprobs", "99"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("logprobs"));
 }
 
 TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {

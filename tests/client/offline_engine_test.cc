@@ -411,6 +411,72 @@ TEST(OfflineEngineSamplingTest, NBestOfAndBeamSearchReturnTheirSequences) {
   ExpectSame(r, again, kSameTol);
 }
 
+// Top-N log-probs reach Result::Sequence: one list per output token, N
+// long, best first; greedy tokens lead their list; sampled tokens that are
+// in their list carry the same log-prob; n = 2 fans both sequences out with
+// their own lists; chunked prefill gives the same lists; none unless asked.
+TEST(OfflineEngineSamplingTest, TopLogprobsArriveWithEveryToken) {
+  const std::vector<TokenId> prompt = Prompts().at(1);
+  SamplingParams greedy = Greedy(10);
+  greedy.logprobs = 4;
+  SamplingParams sampled = Seeded(21);
+  sampled.max_tokens = 10;
+  sampled.n = sampled.best_of = 2;
+  sampled.logprobs = 3;
+  const std::vector<Request> requests = {FromIds(prompt, greedy), FromIds(prompt, sampled),
+                                         FromIds(prompt, Greedy(3))};
+  auto engine = MakeEngine(BaseOptions());
+  ASSERT_NE(engine, nullptr);
+  const std::vector<Result> r = Generate(*engine, requests);
+  ASSERT_EQ(r.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    const size_t n = i == 0 ? 4 : 3;
+    for (const OfflineEngine::Sequence& seq : r[i].sequences) {
+      SCOPED_TRACE(::testing::Message() << "request " << i << " sequence " << seq.index);
+      ASSERT_EQ(seq.top_logprobs.size(), seq.token_ids.size());
+      for (size_t t = 0; t < seq.token_ids.size(); ++t) {
+        const std::vector<TokenLogprob>& top = seq.top_logprobs[t];
+        ASSERT_EQ(top.size(), n) << "token " << t;
+        double mass = 0.0;
+        for (size_t k = 0; k < n; ++k) {
+          mass += std::exp(top[k].logprob);
+          if (k > 0) {
+            EXPECT_GE(top[k - 1].logprob, top[k].logprob);
+          }
+          if (top[k].token_id == seq.token_ids[t]) {
+            EXPECT_FLOAT_EQ(top[k].logprob, seq.logprobs[t]);
+          }
+        }
+        EXPECT_LE(mass, 1.0 + 1e-4);
+        if (i == 0) {
+          EXPECT_EQ(top[0].token_id, seq.token_ids[t]);
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(r[2].sequences[0].top_logprobs.empty());
+
+  OfflineEngine::Options chunked = BaseOptions();
+  chunked.max_num_batched_tokens = 7;
+  auto small = MakeEngine(chunked);
+  ASSERT_NE(small, nullptr);
+  const std::vector<Result> again = Generate(*small, requests);
+  ExpectSame(r, again, kSameTol);
+  for (int i = 0; i < 2; ++i) {
+    for (size_t s = 0; s < r[i].sequences.size(); ++s) {
+      const auto& a = r[i].sequences[s].top_logprobs;
+      const auto& b = again[i].sequences[s].top_logprobs;
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t t = 0; t < a.size(); ++t) {
+        ASSERT_EQ(a[t].size(), b[t].size());
+        for (size_t k = 0; k < a[t].size(); ++k) {
+          EXPECT_NEAR(a[t][k].logprob, b[t][k].logprob, kSameTol);
+        }
+      }
+    }
+  }
+}
+
 TEST(OfflineEngineInputTest, BadInputIsInvalidArgumentAndTheEngineRecovers) {
   auto engine = MakeEngine(BaseOptions());
   ASSERT_NE(engine, nullptr);

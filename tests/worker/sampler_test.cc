@@ -468,4 +468,85 @@ TEST(SamplerTest, BeamCandidatesRankByThePenalizedDistribution) {
 }
 
 }  // namespace
+// Top-N log-probs: length N (capped at the vocabulary), best first with
+// lower ids first on ties, values of the raw log-softmax, the greedy token
+// first; shared by every sample of a call; absent unless asked for.
+TEST(SamplerTest, TopLogprobsAreTheNBestOfTheRawDistribution) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.0f, 2.5f);
+  Sampler sampler(0);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<float> logits(700);
+    for (float& x : logits) x = normal(rng);
+    if (trial == 0) logits[301] = logits[44] = 11.0f;  // tie at the top
+    const std::vector<double> raw = RefLogSoftmax(logits);
+    std::vector<int> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return raw[a] > raw[b]; });
+    const int32_t n = 1 + trial % 7;
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    greedy.logprobs = n;
+    greedy.repetition_penalty = 1.3f;  // shapes sampling, never the reported log-probs
+    const std::vector<TokenId> prompt = {order[0], 3};
+    const std::vector<SampledToken> out = sampler.Sample(MakeRequest(logits, greedy, prompt));
+    ASSERT_EQ(out.size(), 1u);
+    const std::vector<TokenLogprob>& top = out[0].top_logprobs;
+    ASSERT_EQ(top.size(), static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(top[i].token_id, order[i]) << "trial " << trial << " rank " << i;
+      EXPECT_NEAR(top[i].logprob, raw[order[i]], 1e-5);
+      if (i > 0) {
+        EXPECT_GE(top[i - 1].logprob, top[i].logprob);
+      }
+    }
+    // The chosen greedy token is in the list with the same log-prob.
+    const TokenId chosen = out[0].token_id;
+    const auto hit = std::find_if(top.begin(), top.end(),
+                                  [&](const TokenLogprob& t) { return t.token_id == chosen; });
+    if (greedy.repetition_penalty == 1.0f || chosen == order[0]) {
+      ASSERT_NE(hit, top.end());
+      EXPECT_FLOAT_EQ(hit->logprob, out[0].logprob);
+    }
+    if (trial == 0) {
+      EXPECT_EQ(top[0].token_id, 44);
+      if (n > 1) {
+        EXPECT_EQ(top[1].token_id, 301);
+      }
+    }
+    // Plain greedy: the chosen token is the first entry.
+    greedy.repetition_penalty = 1.0f;
+    const std::vector<SampledToken> plain = sampler.Sample(MakeRequest(logits, greedy));
+    ASSERT_FALSE(plain[0].top_logprobs.empty());
+    EXPECT_EQ(plain[0].top_logprobs[0].token_id, plain[0].token_id);
+    EXPECT_FLOAT_EQ(plain[0].top_logprobs[0].logprob, plain[0].logprob);
+  }
+  // Sampled: every sample carries the same list; none when not asked for.
+  const std::vector<float> logits = ShuffledLogits();
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.seed = 5;
+  p.logprobs = 5;
+  SamplingRequest r = MakeRequest(logits, p);
+  r.num_samples = 4;
+  const std::vector<SampledToken> four = sampler.Sample(r);
+  ASSERT_EQ(four.size(), 4u);
+  for (const SampledToken& t : four) {
+    ASSERT_EQ(t.top_logprobs.size(), 5u);
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(t.top_logprobs[i].token_id, four[0].top_logprobs[i].token_id);
+    }
+  }
+  p.logprobs = 0;
+  EXPECT_TRUE(sampler.Sample(MakeRequest(logits, p))[0].top_logprobs.empty());
+  // More than the vocabulary: all of it.
+  const std::vector<float> small = {0.1f, 0.3f, 0.2f};
+  p.logprobs = 10;
+  const std::vector<SampledToken> three = sampler.Sample(MakeRequest(small, p));
+  ASSERT_EQ(three[0].top_logprobs.size(), 3u);
+  EXPECT_EQ(three[0].top_logprobs[0].token_id, 1);
+  EXPECT_EQ(three[0].top_logprobs[1].token_id, 2);
+  EXPECT_EQ(three[0].top_logprobs[2].token_id, 0);
+}
+
 }  // namespace folio

@@ -1,0 +1,116 @@
+// Random-weight models of other shapes than the demo model, each against
+// the reference.json that tools/make_random_model.py computed with a plain
+// torch forward pass (never our C++ code): greedy tokens identical,
+// log-probs of the chosen tokens and of the top 5 within the reference's
+// tolerance. The models are written into the build tree at test time by the
+// ctest fixture `random_models` (tests/client/CMakeLists.txt), one per
+// directory under FOLIO_RANDOM_MODELS_DIR:
+//   llama_hd128  head_dim 128, 32 heads / 8 KV heads, BF16
+//   hd256        head_dim 256, tied embeddings, F16, 3 shards + index json
+//   qwen2        Qwen2 with QKV bias, tied embeddings, F32, no head_dim in config
+//   llama3       llama3 rope scaling, BF16, eos as a list
+//   mistral      MistralForCausalLM, F32, block size 8, chunked prefill
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "client/offline_engine.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace folio {
+namespace {
+
+const std::string kModels = FOLIO_RANDOM_MODELS_DIR;
+
+struct Case {
+  std::string name;
+  int32_t block_size = 16;
+  int32_t max_num_batched_tokens = 2048;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class RandomModelTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(RandomModelTest, GreedyTokensAndLogprobsMatchTheTorchReference) {
+  const Case& c = GetParam();
+  const std::string dir = kModels + "/" + c.name;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/reference.json"))
+      << dir << " is missing: the ctest fixture random_models writes it (run through ctest)";
+  std::ifstream in(dir + "/reference.json");
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  const double tol = ref.value("logprob_tolerance", 1e-3);
+  const int32_t max_tokens = ref.at("max_tokens").get<int32_t>();
+
+  OfflineEngine::Options o;
+  o.model_dir = dir;
+  o.block_size = c.block_size;
+  o.max_num_batched_tokens = c.max_num_batched_tokens;
+  o.kv_cache_bytes = int64_t{32} << 20;
+  o.check_invariants = true;
+  absl::StatusOr<std::unique_ptr<OfflineEngine>> engine = OfflineEngine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+
+  // Every case in one batch: prefills of different lengths and decodes mixed.
+  std::vector<OfflineEngine::Request> requests;
+  for (const auto& rc : ref.at("cases")) {
+    OfflineEngine::Request r;
+    r.prompt_token_ids = rc.at("prompt_token_ids").get<std::vector<TokenId>>();
+    r.sampling.temperature = 0.0f;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.ignore_eos = true;
+    r.sampling.logprobs = 5;
+    requests.push_back(std::move(r));
+  }
+  ASSERT_GE(requests.size(), 3u);
+  absl::StatusOr<std::vector<OfflineEngine::Result>> results = (*engine)->Generate(requests);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), requests.size());
+
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << c.name << " case " << i << " (prompt of "
+                                      << requests[i].prompt_token_ids->size() << " tokens)");
+    const nlohmann::json& rc = ref["cases"][i];
+    const OfflineEngine::Result& r = (*results)[i];
+    ASSERT_EQ(r.error, "");
+    ASSERT_EQ(r.sequences.size(), 1u);
+    const OfflineEngine::Sequence& seq = r.sequences[0];
+    EXPECT_EQ(seq.token_ids, rc.at("output_token_ids").get<std::vector<TokenId>>());
+    const std::vector<double> want = rc.at("logprobs").get<std::vector<double>>();
+    ASSERT_EQ(seq.logprobs.size(), want.size());
+    for (size_t t = 0; t < want.size(); ++t) {
+      EXPECT_NEAR(seq.logprobs[t], want[t], tol) << "token " << t;
+    }
+    // Top 5: the same values in the same order; ids where no near-tie
+    // makes the order ambiguous.
+    if (!rc.contains("top_logprobs")) continue;
+    const nlohmann::json& tops = rc["top_logprobs"];
+    ASSERT_EQ(seq.top_logprobs.size(), tops.size());
+    for (size_t t = 0; t < tops.size(); ++t) {
+      const std::vector<TokenLogprob>& got = seq.top_logprobs[t];
+      ASSERT_EQ(got.size(), tops[t].size()) << "token " << t;
+      for (size_t k = 0; k < got.size(); ++k) {
+        const double lp = tops[t][k][1].get<double>();
+        EXPECT_NEAR(got[k].logprob, lp, tol) << "token " << t << " rank " << k;
+        const bool clear_above = k == 0 || tops[t][k - 1][1].get<double>() - lp > 2 * tol;
+        const bool clear_below =
+            k + 1 == got.size() || lp - tops[t][k + 1][1].get<double>() > 2 * tol;
+        if (clear_above && clear_below) {
+          EXPECT_EQ(got[k].token_id, tops[t][k][0].get<TokenId>()) << "token " << t << " rank " << k;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RandomModelTest,
+                         ::testing::Values(Case{"llama_hd128"}, Case{"hd256"}, Case{"qwen2"},
+                                           Case{"llama3"}, Case{"mistral", 8, 16}),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace folio
