@@ -19,7 +19,7 @@
 // build the baseline only.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
     !defined(FOLIO_NO_SIMD_CLONES)
-#define FOLIO_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#define FOLIO_SIMD_CLONES __attribute__((target_clones("arch=haswell", "avx2", "default")))
 #else
 #define FOLIO_SIMD_CLONES
 #endif

@@ -220,6 +220,71 @@ BENCHMARK(BM_ContiguousDecode)->Apply(Shapes);
 BENCHMARK(BM_Memcpy)->Apply(Shapes);
 BENCHMARK(BM_MemRead)->Apply(Shapes);
 
+// Prefill: one sequence's whole prompt of `tokens` query tokens in one call
+// (causal, from a paged cache with shuffled blocks), the shape of a long
+// prompt's first step. Figure of merit: arithmetic, in GFLOP/s =
+// 4 * heads * head_dim * tokens * (tokens + 1) / 2 (QK^T and PV, a
+// multiply-add counted as 2) per second.
+// Arguments: tokens/heads/kv_heads/head_dim.
+struct PrefillData {
+  PrefillData(int32_t tokens, int32_t heads, int32_t kv_heads, int32_t hd)
+      : tokens(tokens), heads(heads), kv_heads(kv_heads), hd(hd) {
+    num_blocks = (tokens + kBlockSize - 1) / kBlockSize;
+    const int64_t token_elems = int64_t{kv_heads} * hd;
+    k_pool.resize(int64_t{num_blocks} * kBlockSize * token_elems);
+    v_pool.resize(k_pool.size());
+    Fill(k_pool, 11);
+    Fill(v_pool, 12);
+    table.resize(num_blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), std::mt19937(3));
+    q.resize(int64_t{tokens} * heads * hd);
+    Fill(q, 13);
+    out.resize(q.size());
+    query_start = {0, tokens};
+    context_lens = {tokens};
+    std::string error;
+    if (!ValidatePagedKvLayer(Paged(), &error) || !ValidateHeadCounts(heads, kv_heads, &error) ||
+        !ValidateBlockTables(Tables(), context_lens.data(), kBlockSize, num_blocks, &error)) {
+      std::fprintf(stderr, "invalid benchmark setup: %s\n", error.c_str());
+      std::abort();
+    }
+  }
+  PagedKvLayer Paged() const {
+    return {k_pool.data(), v_pool.data(), num_blocks, kv_heads, kBlockSize, hd};
+  }
+  BlockTables Tables() const { return {table.data(), 1, num_blocks}; }
+
+  int32_t tokens, heads, kv_heads, hd, num_blocks = 0;
+  std::vector<float> k_pool, v_pool, q, out;
+  std::vector<int32_t> table, query_start, context_lens;
+};
+
+void BM_PagedPrefill(benchmark::State& state) {
+  PrefillData d(static_cast<int32_t>(state.range(0)), static_cast<int32_t>(state.range(1)),
+                static_cast<int32_t>(state.range(2)), static_cast<int32_t>(state.range(3)));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d.hd));
+  for (auto _ : state) {
+    PagedAttentionPrefill(d.q.data(), d.Paged(), d.Tables(), d.query_start.data(),
+                          d.context_lens.data(), d.heads, scale, d.out.data());
+    benchmark::DoNotOptimize(d.out.data());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 4.0 * d.heads * d.hd * (double(d.tokens) * (d.tokens + 1) / 2);
+  state.counters["flops"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
+                                               benchmark::Counter::OneK::kIs1000);
+  state.counters["threads"] = KernelThreads();
+}
+
+BENCHMARK(BM_PagedPrefill)
+    ->ArgNames({"tokens", "heads", "kv_heads", "head_dim"})
+    ->Args({1024, 4, 2, 64})    // the demo model's attention shape
+    ->Args({2048, 4, 2, 64})
+    ->Args({1024, 32, 8, 128})  // Llama-3-8B-like
+    ->Args({64, 4, 2, 64})      // CTest smoke
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 // The console output plus, at the end, each shape's figures against the
 // targets: paged / memcpy and paged / contiguous (medians when run with
 // --benchmark_repetitions, else the single run).
