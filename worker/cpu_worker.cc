@@ -7,40 +7,81 @@
 namespace folio {
 
 absl::StatusOr<std::unique_ptr<CpuWorker>> CpuWorker::Create(const Options& options) {
+  absl::StatusOr<std::unique_ptr<CpuWorker>> worker = Load(options);
+  if (!worker.ok()) return worker.status();
+  const int32_t device_blocks = (*worker)->DeviceBlocksThatFit();
+  if (device_blocks <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_cache_bytes ", options.kv_cache_bytes,
+                                                   " holds no KV block of ",
+                                                   (*worker)->block_bytes(), " bytes"));
+  }
+  if (absl::Status s = (*worker)->AllocateCache(device_blocks, (*worker)->HostBlocksThatFit());
+      !s.ok()) {
+    return s;
+  }
+  return worker;
+}
+
+absl::StatusOr<std::unique_ptr<CpuWorker>> CpuWorker::Load(const Options& options) {
+  if (options.communicator != nullptr &&
+      (options.communicator->world_size() != options.shard.world_size ||
+       options.communicator->rank() != options.shard.rank)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "communicator is rank ", options.communicator->rank(), " of ",
+        options.communicator->world_size(), " but the shard is rank ", options.shard.rank,
+        " of ", options.shard.world_size));
+  }
+  if (options.communicator == nullptr && options.shard.world_size > 1) {
+    return absl::InvalidArgumentError("tensor parallelism needs a communicator");
+  }
   absl::StatusOr<std::unique_ptr<ModelWeights>> weights =
       ModelWeights::Load(options.model_dir, options.shard);
   if (!weights.ok()) return weights.status();
-  const ModelConfig& c = (*weights)->config;
-  CacheEngine::Options co;
-  co.num_layers = c.num_layers;
-  co.num_kv_heads = (*weights)->shape.num_kv_heads;
-  co.head_dim = c.head_dim;
-  co.block_size = options.block_size;
-  co.num_host_blocks = options.num_host_blocks;
-  co.num_device_blocks = options.num_device_blocks;
-  if (co.num_device_blocks <= 0) {
-    const int64_t per_block =
-        CacheEngine::BytesPerBlock(co.num_layers, co.num_kv_heads, co.head_dim, co.block_size);
-    co.num_device_blocks = static_cast<int32_t>(options.kv_cache_bytes / per_block);
-    if (co.num_device_blocks <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("kv_cache_bytes ", options.kv_cache_bytes,
-                                                     " holds no KV block of ", per_block, " bytes"));
-    }
-  }
-  absl::StatusOr<std::unique_ptr<CacheEngine>> cache = CacheEngine::Create(co);
-  if (!cache.ok()) return cache.status();
-  return std::unique_ptr<CpuWorker>(
-      new CpuWorker(options, std::move(*weights), std::move(*cache)));
+  return std::unique_ptr<CpuWorker>(new CpuWorker(options, std::move(*weights)));
 }
 
-CpuWorker::CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weights,
-                     std::unique_ptr<CacheEngine> cache)
-    : options_(options),
-      weights_(std::move(weights)),
-      cache_(std::move(cache)),
-      runner_(*weights_, *cache_, options.reducer),
-      sampler_(options.seed),
-      mirror_(options.block_size, cache_->options().num_device_blocks) {}
+CpuWorker::CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weights)
+    : options_(options), weights_(std::move(weights)), sampler_(options.seed) {}
+
+int64_t CpuWorker::block_bytes() const {
+  return CacheEngine::BytesPerBlock(config().num_layers, weights_->shape.num_kv_heads,
+                                    config().head_dim, options_.block_size);
+}
+
+int32_t CpuWorker::DeviceBlocksThatFit() const {
+  if (options_.num_device_blocks > 0) return options_.num_device_blocks;
+  return static_cast<int32_t>(
+      std::min<int64_t>(options_.kv_cache_bytes / block_bytes(), int64_t{1} << 30));
+}
+
+int32_t CpuWorker::HostBlocksThatFit() const {
+  if (options_.num_host_blocks > 0) return options_.num_host_blocks;
+  return static_cast<int32_t>(
+      std::min<int64_t>(std::max<int64_t>(options_.swap_space_bytes, 0) / block_bytes(),
+                        int64_t{1} << 30));
+}
+
+absl::Status CpuWorker::AllocateCache(int32_t num_device_blocks, int32_t num_host_blocks) {
+  if (cache_ != nullptr) return absl::FailedPreconditionError("the KV cache is allocated already");
+  if (num_device_blocks <= 0 || num_host_blocks < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("need > 0 device blocks and >= 0 host blocks, got ",
+                                                   num_device_blocks, " and ", num_host_blocks));
+  }
+  const ModelConfig& c = config();
+  CacheEngine::Options co;
+  co.num_layers = c.num_layers;
+  co.num_kv_heads = weights_->shape.num_kv_heads;
+  co.head_dim = c.head_dim;
+  co.block_size = options_.block_size;
+  co.num_device_blocks = num_device_blocks;
+  co.num_host_blocks = num_host_blocks;
+  absl::StatusOr<std::unique_ptr<CacheEngine>> cache = CacheEngine::Create(co);
+  if (!cache.ok()) return cache.status();
+  cache_ = std::move(*cache);
+  runner_ = std::make_unique<ModelRunner>(*weights_, *cache_, options_.communicator);
+  mirror_ = std::make_unique<PlanMirror>(options_.block_size, num_device_blocks);
+  return absl::OkStatus();
+}
 
 absl::Status CpuWorker::BuildBatch(const StepPlan& plan) {
   batch_.Clear();
@@ -48,7 +89,7 @@ absl::Status CpuWorker::BuildBatch(const StepPlan& plan) {
   const int32_t bs = options_.block_size;
   int32_t max_blocks = 0;
   for (const ScheduledSequence& work : plan.scheduled) {
-    absl::StatusOr<MirroredSequence*> m = mirror_.ApplyScheduled(work);
+    absl::StatusOr<MirroredSequence*> m = mirror_->ApplyScheduled(work);
     if (!m.ok()) return m.status();
     batch_seqs_.push_back(*m);
     const int32_t end = work.start_position + static_cast<int32_t>(work.token_ids.size());
@@ -78,10 +119,11 @@ absl::Status CpuWorker::BuildBatch(const StepPlan& plan) {
 }
 
 absl::StatusOr<StepResult> CpuWorker::Execute(const StepPlan& plan) {
+  if (cache_ == nullptr) return absl::FailedPreconditionError("Execute before AllocateCache");
   if (absl::Status s = cache_->ExecuteBlockOps(plan); !s.ok()) return s;
-  if (absl::Status s = mirror_.ApplyMetadata(plan); !s.ok()) return s;
+  if (absl::Status s = mirror_->ApplyMetadata(plan); !s.ok()) return s;
   if (absl::Status s = BuildBatch(plan); !s.ok()) return s;
-  if (absl::Status s = runner_.Forward(batch_, logits_); !s.ok()) return s;
+  if (absl::Status s = runner_->Forward(batch_, logits_); !s.ok()) return s;
 
   StepResult result;
   result.step_id = plan.step_id;

@@ -10,6 +10,7 @@
 #include "common/plan_mirror.h"
 #include "common/step_plan.h"
 #include "worker/cache_engine.h"
+#include "worker/communicator.h"
 #include "worker/model_runner.h"
 #include "worker/model_weights.h"
 #include "worker/sampler.h"
@@ -30,34 +31,57 @@ class CpuWorker {
     // KV cache budget of the device pool; ignored when num_device_blocks > 0.
     int64_t kv_cache_bytes = int64_t{256} << 20;
     int32_t num_device_blocks = 0;
+    // Host (swap) pool budget; ignored when num_host_blocks > 0.
+    int64_t swap_space_bytes = 0;
     int32_t num_host_blocks = 0;
     uint64_t seed = 0;  // for requests without a seed of their own
-    AllReducer* reducer = nullptr;  // tensor parallelism; null for one rank
+    // Tensor parallelism (world_size == shard.world_size, rank ==
+    // shard.rank); null for one rank. Must outlive the worker.
+    Communicator* communicator = nullptr;
   };
 
+  // Load() then AllocateCache(DeviceBlocksThatFit(), HostBlocksThatFit()).
   static absl::StatusOr<std::unique_ptr<CpuWorker>> Create(const Options& options);
+
+  // The two halves of Create, as the Worker RPCs split them (Initialize,
+  // AllocateCache): Load reads this rank's shard and sizes one KV block; the
+  // scheduler then sends every rank the same pool sizes.
+  static absl::StatusOr<std::unique_ptr<CpuWorker>> Load(const Options& options);
+  // FAILED_PRECONDITION if the cache is allocated already.
+  absl::Status AllocateCache(int32_t num_device_blocks, int32_t num_host_blocks);
+
   CpuWorker(const CpuWorker&) = delete;
   CpuWorker& operator=(const CpuWorker&) = delete;
 
   const ModelConfig& config() const { return weights_->config; }
-  int32_t num_device_blocks() const { return cache_->options().num_device_blocks; }
-  int32_t num_host_blocks() const { return cache_->options().num_host_blocks; }
+  const ShardShape& shard_shape() const { return weights_->shape; }
+  // Bytes of one KV block on this rank (all layers, K and V).
+  int64_t block_bytes() const;
+  // From options: num_device_blocks, or kv_cache_bytes / block_bytes().
+  int32_t DeviceBlocksThatFit() const;
+  // From options: num_host_blocks, or swap_space_bytes / block_bytes().
+  int32_t HostBlocksThatFit() const;
+  bool cache_allocated() const { return cache_ != nullptr; }
+  // 0 before AllocateCache.
+  int32_t num_device_blocks() const { return cache_ ? cache_->options().num_device_blocks : 0; }
+  int32_t num_host_blocks() const { return cache_ ? cache_->options().num_host_blocks : 0; }
 
   // Cache ops, then the forward pass of every scheduled token, then samples
   // for the sequences the plan asks to sample (rank 0 only).
+  // REQUIRES: AllocateCache done (FAILED_PRECONDITION otherwise).
   absl::StatusOr<StepResult> Execute(const StepPlan& plan);
 
  private:
-  CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weights,
-            std::unique_ptr<CacheEngine> cache);
+  CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weights);
   absl::Status BuildBatch(const StepPlan& plan);
 
   const Options options_;
   std::unique_ptr<ModelWeights> weights_;
+  // Set by AllocateCache.
   std::unique_ptr<CacheEngine> cache_;
-  ModelRunner runner_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<PlanMirror> mirror_;
   Sampler sampler_;
-  PlanMirror mirror_;
   ForwardBatch batch_;
   std::vector<const MirroredSequence*> batch_seqs_;  // per batch sequence
   std::vector<float> logits_;

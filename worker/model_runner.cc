@@ -12,6 +12,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cache_ops.h"
 #include "kernels/cpu/norm.h"
+#include "worker/vocab_parallel.h"
 
 namespace folio {
 namespace {
@@ -46,10 +47,10 @@ void ForwardBatch::Clear() {
   logits_rows.clear();
 }
 
-ModelRunner::ModelRunner(const ModelWeights& weights, CacheEngine& cache, AllReducer* reducer)
+ModelRunner::ModelRunner(const ModelWeights& weights, CacheEngine& cache, Communicator* comm)
     : w_(weights),
       cache_(cache),
-      reducer_(reducer),
+      reducer_(comm),
       rope_(weights.config.head_dim, weights.config.rope_theta, RopeScalingOf(weights.config),
             weights.config.max_position_embeddings) {}
 
@@ -70,7 +71,10 @@ absl::Status ModelRunner::Forward(const ForwardBatch& batch, std::vector<float>&
       return absl::InvalidArgumentError(
           absl::StrCat("token id ", id, " is out of vocabulary (size ", c.vocab_size, ")"));
     }
-    std::memcpy(&residual_[size_t(t) * d], &w_.embed[size_t(id) * d], sizeof(float) * d);
+  }
+  if (absl::Status s = VocabParallelEmbed(w_, reducer_, batch.token_ids.data(), n, residual_.data());
+      !s.ok()) {
+    return s;
   }
   // residual_ carries the stream; normed_ is each sub-layer's input.
   for (int32_t layer = 0; layer < c.num_layers; ++layer) {
@@ -91,9 +95,17 @@ absl::Status ModelRunner::Forward(const ForwardBatch& batch, std::vector<float>&
     kernels::cpu::RmsNorm(&residual_[size_t(batch.logits_rows[i]) * d], w_.final_norm.data(), 1, d,
                      c.rms_norm_eps, &rows_[size_t(i) * d]);
   }
-  logits.resize(size_t(r) * c.vocab_size);
-  if (r > 0) Linear(rows_.data(), r, d, w_.lm_head_data(), c.vocab_size, logits.data());
-  return absl::OkStatus();
+  if (reducer_ == nullptr || reducer_->world_size() == 1) {
+    logits.resize(size_t(r) * c.vocab_size);
+    if (r > 0) Linear(rows_.data(), r, d, w_.lm_head_data(), c.vocab_size, logits.data());
+    return absl::OkStatus();
+  }
+  // Vocabulary-parallel LM head: this rank's slice, gathered on rank 0.
+  const int32_t slice = w_.shape.vocab_count;
+  Grow(logits_scratch_, size_t(r) * slice);
+  if (r > 0) Linear(rows_.data(), r, d, w_.lm_head_data(), slice, logits_scratch_.data());
+  return GatherVocabParallelLogits(w_, *reducer_, logits_scratch_.data(), r, gather_scratch_,
+                                   logits);
 }
 
 absl::Status ModelRunner::Attention(int32_t layer, const ForwardBatch& batch, int32_t n) {

@@ -9,6 +9,7 @@
 #include "common/types.h"
 #include "kernels/cpu/rope.h"
 #include "worker/cache_engine.h"
+#include "worker/communicator.h"
 #include "worker/model_weights.h"
 
 namespace folio {
@@ -30,13 +31,10 @@ struct ForwardBatch {
   void Clear();
 };
 
-// Sums partial results across tensor-parallel ranks (Gloo or NCCL); absent
-// for a single rank.
-class AllReducer {
- public:
-  virtual ~AllReducer() = default;
-  virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
-};
+// Sums partial results across tensor-parallel ranks (Gloo or NCCL) and
+// gathers the vocabulary-parallel logits: worker/communicator.h. Kept as a
+// name for older callers.
+using AllReducer = Communicator;
 
 // Runs a Llama-family model (Llama 2/3, Mistral, Qwen2) on the CPU over the
 // paged KV cache: embedding -> layers (RMSNorm, QKV, RoPE, reshape-and-cache,
@@ -46,10 +44,13 @@ class AllReducer {
 // Thread-compatible; owns its activation buffers.
 class ModelRunner {
  public:
-  // `weights` and `cache` must outlive the runner; `reducer` may be null.
-  ModelRunner(const ModelWeights& weights, CacheEngine& cache, AllReducer* reducer);
+  // `weights`, `cache` and `comm` must outlive the runner; `comm` may be
+  // null for one rank.
+  ModelRunner(const ModelWeights& weights, CacheEngine& cache, Communicator* comm);
 
-  // logits: [batch.logits_rows.size()][vocab].
+  // logits: [batch.logits_rows.size()][vocab] on rank 0; empty on the other
+  // ranks of a tensor-parallel group (the vocabulary-parallel LM head
+  // gathers the logits on rank 0).
   absl::Status Forward(const ForwardBatch& batch, std::vector<float>& logits);
 
  private:
@@ -58,10 +59,12 @@ class ModelRunner {
 
   const ModelWeights& w_;
   CacheEngine& cache_;
-  AllReducer* const reducer_;
+  Communicator* const reducer_;
   const kernels::cpu::RotaryEmbedding rope_;
 
   // Activations, grown on demand and reused.
+  std::vector<float> logits_scratch_;  // this rank's vocabulary slice of the logits
+  std::vector<float> gather_scratch_;  // the logits gather's buffers
   std::vector<float> hidden_, residual_, normed_, qkv_, q_, k_, v_, attn_, gate_up_, act_, rows_;
 };
 

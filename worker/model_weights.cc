@@ -1,5 +1,7 @@
 #include "worker/model_weights.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/weight_loader.h"
 
@@ -43,6 +45,15 @@ absl::StatusOr<ShardShape> ShardShape::Make(const ModelConfig& c, const ShardSpe
   }
   out.intermediate = c.intermediate_size / s.world_size;
   out.first_intermediate = s.rank * out.intermediate;
+  if (c.vocab_size < s.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("vocab_size ", c.vocab_size,
+                                                   " is smaller than the tensor-parallel size ",
+                                                   s.world_size));
+  }
+  const int32_t base = c.vocab_size / s.world_size, extra = c.vocab_size % s.world_size;
+  out.vocab_count = base + (s.rank < extra ? 1 : 0);
+  out.vocab_begin = s.rank * base + std::min(s.rank, extra);
+  out.vocab_padded = base + (extra > 0 ? 1 : 0);
   return out;
 }
 
@@ -97,10 +108,18 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::stri
   const int64_t q_rows = int64_t{c.num_heads} * hd, kv_rows = int64_t{c.num_kv_heads} * hd;
   Reader r(**loader);
 
-  if (absl::Status st = r.Full("model.embed_tokens.weight", {vocab, d}, m->embed); !st.ok()) return st;
+  if (absl::Status st = r.Rows("model.embed_tokens.weight", {vocab, d}, s.vocab_begin,
+                               s.vocab_count, m->embed);
+      !st.ok()) {
+    return st;
+  }
   if (absl::Status st = r.Full("model.norm.weight", {d}, m->final_norm); !st.ok()) return st;
   if (!c.tie_word_embeddings) {
-    if (absl::Status st = r.Full("lm_head.weight", {vocab, d}, m->lm_head); !st.ok()) return st;
+    if (absl::Status st = r.Rows("lm_head.weight", {vocab, d}, s.vocab_begin, s.vocab_count,
+                                 m->lm_head);
+        !st.ok()) {
+      return st;
+    }
   }
   m->layers.resize(c.num_layers);
   for (int32_t i = 0; i < c.num_layers; ++i) {

@@ -13,7 +13,8 @@ namespace folio {
 
 // Which slice of the model a rank holds (Megatron-style tensor parallelism):
 // q/k/v and gate/up split by output rows, o and down by input columns; KV
-// heads divided among ranks, replicated when there are fewer than ranks.
+// heads divided among ranks, replicated when there are fewer than ranks;
+// embedding and LM head split by vocabulary rows.
 struct ShardSpec {
   int32_t rank = 0;
   int32_t world_size = 1;
@@ -27,6 +28,13 @@ struct ShardShape {
   int32_t first_kv_head = 0;
   int32_t intermediate = 0;  // MLP width on this rank
   int32_t first_intermediate = 0;
+  // Vocabulary-parallel embedding and LM head: this rank holds rows
+  // [vocab_begin, vocab_begin + vocab_count); counts differ by at most one
+  // across ranks (the first vocab % world_size ranks hold one more), and
+  // vocab_padded is the largest count (the logits gather's chunk per rank).
+  int32_t vocab_begin = 0;
+  int32_t vocab_count = 0;
+  int32_t vocab_padded = 0;
 
   static absl::StatusOr<ShardShape> Make(const ModelConfig& config, const ShardSpec& shard);
 };
@@ -48,10 +56,10 @@ struct ModelWeights {
   ModelConfig config;
   ShardSpec shard;
   ShardShape shape;
-  std::vector<float> embed;       // [vocab][hidden]
+  std::vector<float> embed;       // [shape.vocab_count][hidden]: this rank's vocab rows
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // [hidden]
-  std::vector<float> lm_head;     // [vocab][hidden]; empty when tied to embed
+  std::vector<float> lm_head;     // [shape.vocab_count][hidden]; empty when tied to embed
 
   const float* lm_head_data() const { return lm_head.empty() ? embed.data() : lm_head.data(); }
 

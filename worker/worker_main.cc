@@ -1,0 +1,139 @@
+// folio-worker: one tensor-parallel rank serving folio.v1.Worker (and the
+// standard grpc.health.v1.Health) until Shutdown, SIGINT or SIGTERM.
+//
+//   folio-worker [--host 127.0.0.1] [--port 50061+rank] [--rank 0]
+//                [--collective-host 127.0.0.1 | --collective-iface eth0]
+//                [--collective-timeout-s 120] [--seed 0] [--grace-s 10]
+//
+// Environment (for containers; flags win): FOLIO_WORKER_HOST,
+// FOLIO_WORKER_PORT, FOLIO_WORKER_RANK, FOLIO_WORKER_COLLECTIVE_HOST,
+// FOLIO_WORKER_COLLECTIVE_IFACE. Everything else (model, world size, memory
+// budget, the scheduler's rendezvous address) arrives in Initialize.
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "worker/worker_service.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: folio-worker [--host ADDR] [--port N] [--rank R] [--collective-host ADDR]\n"
+    "                    [--collective-iface IFACE] [--collective-timeout-s S] [--seed N]\n"
+    "                    [--grace-s S]\n"
+    "Serves folio.v1.Worker on ADDR:N (default 127.0.0.1:50061+R). Environment:\n"
+    "FOLIO_WORKER_HOST, FOLIO_WORKER_PORT, FOLIO_WORKER_RANK, FOLIO_WORKER_COLLECTIVE_HOST,\n"
+    "FOLIO_WORKER_COLLECTIVE_IFACE (flags win).\n";
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "folio-worker: %s\n%s", message.c_str(), kUsage);
+  std::exit(2);
+}
+
+std::string Env(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+template <typename T>
+T Number(const std::string& flag, const std::string& text) {
+  T value{};
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!absl::SimpleAtod(text, &value)) Die(flag + ": not a number: " + text);
+  } else {
+    if (!absl::SimpleAtoi(text, &value)) Die(flag + ": not an integer: " + text);
+  }
+  return value;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string host = Env("FOLIO_WORKER_HOST", "127.0.0.1");
+  std::string port_text = Env("FOLIO_WORKER_PORT", "");
+  std::string rank_text = Env("FOLIO_WORKER_RANK", "0");
+  folio::WorkerService::Options options;
+  options.collective_host = Env("FOLIO_WORKER_COLLECTIVE_HOST", options.collective_host);
+  options.collective_iface = Env("FOLIO_WORKER_COLLECTIVE_IFACE", "");
+  double grace_s = 10.0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) Die(flag + " needs a value (or is unknown)");
+    const std::string value = argv[++i];
+    if (flag == "--host") host = value;
+    else if (flag == "--port") port_text = value;
+    else if (flag == "--rank") rank_text = value;
+    else if (flag == "--collective-host") options.collective_host = value;
+    else if (flag == "--collective-iface") options.collective_iface = value;
+    else if (flag == "--collective-timeout-s") {
+      options.collective_timeout = absl::Seconds(Number<double>(flag, value));
+    } else if (flag == "--seed") options.seed = Number<uint64_t>(flag, value);
+    else if (flag == "--grace-s") grace_s = Number<double>(flag, value);
+    else Die("unknown flag " + flag);
+  }
+  const int rank = Number<int>("--rank", rank_text);
+  if (rank < 0) Die("--rank must be non-negative");
+  const int port = port_text.empty() ? 50061 + rank : Number<int>("--port", port_text);
+  if (port < 0 || port > 65535) Die("--port must be in [0, 65535]");
+
+  // Signals go to one thread (sigwait) instead of interrupting gRPC's.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::Notification stop;
+  options.on_shutdown = [&stop] {
+    if (!stop.HasBeenNotified()) stop.Notify();
+  };
+  folio::WorkerService service(options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  const std::string address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                              ":" + std::to_string(port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.SetMaxReceiveMessageSize(folio::kMaxWorkerMessageBytes);
+  builder.SetMaxSendMessageSize(folio::kMaxWorkerMessageBytes);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    std::fprintf(stderr, "folio-worker: cannot listen on %s\n", address.c_str());
+    return 1;
+  }
+  // Tests and `folio serve` read this line to learn the port (with --port 0).
+  std::printf("folio-worker rank %d listening on %s:%d\n", rank, host.c_str(), bound_port);
+  std::fflush(stdout);
+
+  std::thread([&signals, &service, grace_s] {
+    int sig = 0;
+    if (sigwait(&signals, &sig) == 0) {
+      std::fprintf(stderr, "folio-worker: %s, shutting down\n", strsignal(sig));
+      service.Close(absl::Seconds(grace_s));  // notifies `stop`
+    }
+  }).detach();
+
+  stop.WaitForNotification();
+  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(grace_s)));
+  server->Wait();
+  std::fprintf(stderr, "folio-worker rank %d: stopped\n", rank);
+  return 0;
+}

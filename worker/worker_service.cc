@@ -1,0 +1,258 @@
+#include "worker/worker_service.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/plan_proto.h"
+#include "worker/gloo_communicator.h"
+#include "worker/rendezvous_store.h"
+
+namespace folio {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+grpc::Status Precondition(const std::string& what) {
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, what);
+}
+
+// KV cache bytes when the request gives none: a fraction of the memory
+// available now, shared by the ranks on this machine (assumed all of them).
+int64_t DefaultKvCacheBytes(float utilization, uint32_t world_size) {
+  const double fraction = utilization > 0.0f ? utilization : 0.9;
+  const double available = static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) *
+                           static_cast<double>(sysconf(_SC_PAGESIZE));
+  return static_cast<int64_t>(fraction * available / std::max<uint32_t>(world_size, 1));
+}
+
+}  // namespace
+
+WorkerService::WorkerService(Options options) : options_(std::move(options)) {}
+
+WorkerService::~WorkerService() { Close(absl::Seconds(5)); }
+
+grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
+                                       const v1::InitializeRequest* request,
+                                       v1::InitializeResponse* response) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kNew || initializing_) {
+      return Precondition("Initialize was called already");
+    }
+    initializing_ = true;
+  }
+  auto done = [&](State next) {
+    absl::MutexLock lock(&mu_);
+    initializing_ = false;
+    if (state_ == State::kNew) state_ = next;
+  };
+  const uint32_t world = request->world_size() == 0 ? 1 : request->world_size();
+  if (request->rank() >= world) {
+    done(State::kNew);
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat("rank ", request->rank(), " is not below world_size ", world)};
+  }
+  if (request->dtype() != v1::DTYPE_UNSPECIFIED && request->dtype() != v1::DTYPE_FLOAT32) {
+    done(State::kNew);
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "the CPU worker computes and caches in float32 (dtype UNSPECIFIED or FLOAT32)"};
+  }
+  if (!request->device().empty() && request->device() != "cpu") {
+    done(State::kNew);
+    return {grpc::StatusCode::UNIMPLEMENTED,
+            absl::StrCat("device \"", request->device(), "\": this worker runs on the cpu")};
+  }
+  if (world > 1 && request->rendezvous_address().empty()) {
+    done(State::kNew);
+    return {grpc::StatusCode::INVALID_ARGUMENT, "world_size > 1 needs a rendezvous_address"};
+  }
+
+  CpuWorker::Options wo;
+  wo.model_dir = request->model_path();
+  wo.shard = ShardSpec{static_cast<int32_t>(request->rank()), static_cast<int32_t>(world)};
+  wo.block_size = request->block_size() == 0 ? 16 : static_cast<int32_t>(request->block_size());
+  wo.kv_cache_bytes = request->kv_cache_bytes() > 0
+                          ? static_cast<int64_t>(request->kv_cache_bytes())
+                          : DefaultKvCacheBytes(request->memory_utilization(), world);
+  wo.swap_space_bytes = static_cast<int64_t>(request->swap_space_bytes());
+  wo.seed = options_.seed;
+
+  // Join the group first (all ranks wait for each other here), then load.
+  std::unique_ptr<Communicator> comm;
+  if (world > 1) {
+    RendezvousStore::Options so;
+    so.address = request->rendezvous_address();
+    so.prefix = absl::StrCat(request->rendezvous_prefix(), "/gloo/");
+    so.timeout = options_.collective_timeout;
+    absl::StatusOr<std::unique_ptr<RendezvousStore>> store = RendezvousStore::Create(so);
+    if (!store.ok()) {
+      done(State::kNew);
+      return ToGrpc(store.status());
+    }
+    GlooCommunicator::Options go;
+    go.rank = wo.shard.rank;
+    go.world_size = wo.shard.world_size;
+    go.hostname = options_.collective_host;
+    go.iface = options_.collective_iface;
+    go.timeout = options_.collective_timeout;
+    absl::StatusOr<std::unique_ptr<GlooCommunicator>> gloo = GlooCommunicator::Create(go, **store);
+    if (!gloo.ok()) {
+      done(State::kNew);
+      return ToGrpc(gloo.status());
+    }
+    comm = std::move(*gloo);
+  }
+  wo.communicator = comm.get();
+  absl::StatusOr<std::unique_ptr<CpuWorker>> worker = CpuWorker::Load(wo);
+  if (!worker.ok()) {
+    done(State::kNew);
+    return ToGrpc(worker.status());
+  }
+  response->set_num_device_blocks(static_cast<uint32_t>(std::max((*worker)->DeviceBlocksThatFit(), 0)));
+  response->set_num_host_blocks(static_cast<uint32_t>(std::max((*worker)->HostBlocksThatFit(), 0)));
+  response->set_block_bytes(static_cast<uint64_t>((*worker)->block_bytes()));
+  response->set_vocab_size(static_cast<uint32_t>((*worker)->config().vocab_size));
+  response->set_device_name("cpu");
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kClosed) {
+      initializing_ = false;
+      return {grpc::StatusCode::UNAVAILABLE, "the worker is shutting down"};
+    }
+    comm_ = std::move(comm);
+    worker_ = std::move(*worker);
+    rank_ = request->rank();
+  }
+  done(State::kLoaded);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::AllocateCache(grpc::ServerContext* context,
+                                          const v1::AllocateCacheRequest* request,
+                                          v1::AllocateCacheResponse* response) {
+  absl::MutexLock lock(&mu_);
+  if (state_ != State::kLoaded) {
+    return Precondition(state_ == State::kReady ? "the cache is allocated already"
+                                                : "AllocateCache needs Initialize first");
+  }
+  if (request->num_device_blocks() > (1u << 30) || request->num_host_blocks() > (1u << 30)) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "block counts above 2^30"};
+  }
+  if (absl::Status s = worker_->AllocateCache(static_cast<int32_t>(request->num_device_blocks()),
+                                              static_cast<int32_t>(request->num_host_blocks()));
+      !s.ok()) {
+    return ToGrpc(s);
+  }
+  response->set_device_bytes(uint64_t{request->num_device_blocks()} *
+                             static_cast<uint64_t>(worker_->block_bytes()));
+  response->set_host_bytes(uint64_t{request->num_host_blocks()} *
+                           static_cast<uint64_t>(worker_->block_bytes()));
+  state_ = State::kReady;
+  return grpc::Status::OK;
+}
+
+void WorkerService::RunStep(const v1::StepPlan& proto, v1::StepResult* result) {
+  const auto start = std::chrono::steady_clock::now();
+  if (comm_ != nullptr) comm_->ResetBusySeconds();
+  StepPlan plan;
+  absl::Status status = FromProto(proto, &plan);
+  if (status.ok()) {
+    absl::StatusOr<StepResult> r = worker_->Execute(plan);
+    if (r.ok()) {
+      ToProto(*r, result);
+    } else {
+      status = r.status();
+    }
+  }
+  result->set_step_id(proto.step_id());
+  if (!status.ok()) {
+    result->clear_samples();
+    ToProto(status, result->mutable_status());
+  }
+  result->set_forward_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  result->set_allreduce_seconds(comm_ != nullptr ? comm_->busy_seconds() : 0.0);
+}
+
+grpc::Status WorkerService::Step(grpc::ServerContext* context,
+                                 grpc::ServerReaderWriter<v1::StepResult, v1::StepPlan>* stream) {
+  uint32_t rank = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kReady) {
+      return state_ == State::kClosed ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                     "the worker is shutting down")
+                                      : Precondition("Step needs Initialize and AllocateCache");
+    }
+    if (stream_open_) return {grpc::StatusCode::ABORTED, "a Step stream is open already"};
+    stream_open_ = true;
+    rank = rank_;
+  }
+  v1::StepPlan plan;
+  v1::StepResult result;
+  grpc::Status status = grpc::Status::OK;
+  while (stream->Read(&plan)) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ != State::kReady) {
+        status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker is shutting down");
+        break;
+      }
+      in_flight_ = true;
+    }
+    result.Clear();
+    RunStep(plan, &result);
+    result.set_rank(rank);
+    {
+      absl::MutexLock lock(&mu_);
+      in_flight_ = false;
+    }
+    if (!stream->Write(result)) break;  // the client went away
+  }
+  absl::MutexLock lock(&mu_);
+  stream_open_ = false;
+  return status;
+}
+
+grpc::Status WorkerService::Shutdown(grpc::ServerContext* context,
+                                     const v1::ShutdownRequest* request,
+                                     v1::ShutdownResponse* response) {
+  const absl::Duration grace = request->grace_seconds() > 0
+                                   ? absl::Seconds(request->grace_seconds())
+                                   : absl::Seconds(10);
+  if (!Close(grace)) {
+    return {grpc::StatusCode::DEADLINE_EXCEEDED,
+            "the step in flight did not finish within the grace period; stopping anyway"};
+  }
+  return grpc::Status::OK;
+}
+
+bool WorkerService::Close(absl::Duration grace) {
+  std::unique_ptr<CpuWorker> worker;
+  std::unique_ptr<Communicator> comm;
+  bool finished = true;
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    first = state_ != State::kClosed;
+    state_ = State::kClosed;
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !in_flight_; };
+    finished = mu_.AwaitWithTimeout(absl::Condition(&idle), grace);
+    if (finished) {
+      worker = std::move(worker_);
+      comm = std::move(comm_);
+    }
+  }
+  worker.reset();  // frees the cache
+  comm.reset();    // leaves the group
+  if (first && options_.on_shutdown) options_.on_shutdown();
+  return finished;
+}
+
+}  // namespace folio

@@ -1,0 +1,98 @@
+#ifndef FOLIO_WORKER_WORKER_SERVICE_H_
+#define FOLIO_WORKER_WORKER_SERVICE_H_
+
+// folio.v1.Worker over the CPU worker: one process per tensor-parallel rank.
+//
+//   Initialize     loads this rank's shard, joins the collective group (Gloo,
+//                  through the scheduler's Rendezvous service; blocks until
+//                  every rank has joined, so the scheduler must call
+//                  Initialize on all ranks concurrently), and reports how
+//                  many KV blocks fit in kv_cache_bytes / swap_space_bytes.
+//   AllocateCache  allocates both pools with the sizes the scheduler chose.
+//   Step           bidirectional stream: one StepResult per StepPlan, in
+//                  order. Rank 0 returns the samples; every rank returns
+//                  forward_seconds and allreduce_seconds. A plan that fails
+//                  (validation or execution) yields a StepResult carrying the
+//                  status, and the stream keeps serving. One stream at a time.
+//   Shutdown       waits up to grace_seconds for the step in flight, frees the
+//                  cache, leaves the group, answers, then calls
+//                  Options::on_shutdown (the process stops its server).
+//
+// Errors: gRPC status codes are absl::StatusCode values.
+// Thread-safe: handlers run on gRPC's threads; Step execution is serialized.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "folio/v1/worker.grpc.pb.h"
+#include "worker/communicator.h"
+#include "worker/cpu_worker.h"
+
+namespace folio {
+
+// Message size bound for the worker's server and its clients' channels.
+inline constexpr int kMaxWorkerMessageBytes = 64 << 20;
+
+class WorkerService final : public v1::Worker::Service {
+ public:
+  struct Options {
+    // Where this rank listens for its collective peers (Gloo TCP): an
+    // address peers can reach, or a network interface name in
+    // collective_iface instead.
+    std::string collective_host = "127.0.0.1";
+    std::string collective_iface;
+    // Connecting the group and every collective fail after this long.
+    absl::Duration collective_timeout = absl::Seconds(120);
+    uint64_t seed = 0;  // sampling seed for requests without their own
+    // Called once after a Shutdown RPC has been answered (or by Close()).
+    std::function<void()> on_shutdown;
+  };
+
+  explicit WorkerService(Options options);
+  ~WorkerService() override;
+  WorkerService(const WorkerService&) = delete;
+  WorkerService& operator=(const WorkerService&) = delete;
+
+  grpc::Status Initialize(grpc::ServerContext* context, const v1::InitializeRequest* request,
+                          v1::InitializeResponse* response) override;
+  grpc::Status AllocateCache(grpc::ServerContext* context,
+                             const v1::AllocateCacheRequest* request,
+                             v1::AllocateCacheResponse* response) override;
+  grpc::Status Step(grpc::ServerContext* context,
+                    grpc::ServerReaderWriter<v1::StepResult, v1::StepPlan>* stream) override;
+  grpc::Status Shutdown(grpc::ServerContext* context, const v1::ShutdownRequest* request,
+                        v1::ShutdownResponse* response) override;
+
+  // Refuses new work, waits up to `grace` for the step in flight, frees the
+  // worker and the group. Idempotent. Returns whether the step in flight (if
+  // any) finished within `grace`.
+  bool Close(absl::Duration grace);
+
+ private:
+  enum class State { kNew, kLoaded, kReady, kClosed };
+
+  // Runs one plan; always returns a result (with a status on failure).
+  void RunStep(const v1::StepPlan& plan, v1::StepResult* result);
+
+  const Options options_;
+
+  absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kNew;
+  bool initializing_ ABSL_GUARDED_BY(mu_) = false;
+  bool stream_open_ ABSL_GUARDED_BY(mu_) = false;
+  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t rank_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set by Initialize; used without mu_ by the one Step stream while
+  // in_flight_ (Close waits for it before freeing them).
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<CpuWorker> worker_;
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_WORKER_WORKER_SERVICE_H_
