@@ -84,6 +84,23 @@ int32_t KvCacheManager::AttachCachedPrefix(Sequence& seq, std::string_view salt)
   return cached * block_size_;
 }
 
+int32_t KvCacheManager::BlocksNeededBound(std::span<Sequence* const> seqs,
+                                          std::span<const int32_t> num_new_tokens,
+                                          int32_t reserve_tokens) const {
+  int32_t bound = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const Sequence& seq = *seqs[s];
+    const int32_t size = seq.block_table().size();
+    const int32_t end = seq.num_computed_tokens() + num_new_tokens[s];
+    bound += std::max(0, BlocksForTokens(std::max(end, reserve_tokens)) - size);
+    if (num_new_tokens[s] > 0) {
+      bound += std::max(0, std::min(BlocksForTokens(end), size) -
+                               BlockIndex(seq.num_computed_tokens()));
+    }
+  }
+  return bound;
+}
+
 int32_t KvCacheManager::BlocksNeeded(std::span<Sequence* const> seqs,
                                      std::span<const int32_t> num_new_tokens,
                                      int32_t reserve_tokens) const {
@@ -156,8 +173,10 @@ bool KvCacheManager::AllocateSlots(Sequence& seq, int32_t num_new_tokens, int32_
     FOLIO_CHECK_NE(id, kNoBlock);
     table.Append(id);
   }
-  // Blocks this step fills become prefix-cache entries.
-  if (device_pool_.caching_enabled()) {
+  // Blocks this step fills become prefix-cache entries. Hashes are computed
+  // only then (most steps fill none): they depend on the tokens alone, so
+  // computing them lazily changes nothing.
+  if (device_pool_.caching_enabled() && BlockIndex(begin) < BlockIndex(end)) {
     ExtendBlockHashes(seq, end, salt);
     for (int32_t i = BlockIndex(begin); i < BlockIndex(end); ++i) {
       device_pool_.RegisterHash(table[i], seq.block_hashes()[i]);

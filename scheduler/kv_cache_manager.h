@@ -77,6 +77,11 @@ class KvCacheManager {
   // cover at least that many tokens (reservation policies; 0 = on demand).
   int32_t BlocksNeeded(std::span<Sequence* const> seqs, std::span<const int32_t> num_new_tokens,
                        int32_t reserve_tokens) const;
+  // An upper bound on BlocksNeeded that reads no reference counts (every
+  // written block counted as copied): when it fits, so does the exact count.
+  int32_t BlocksNeededBound(std::span<Sequence* const> seqs,
+                            std::span<const int32_t> num_new_tokens,
+                            int32_t reserve_tokens) const;
   int32_t num_free_device_blocks() const { return device_pool_.num_free_blocks(); }
 
   // Makes room for tokens [num_computed, num_computed + num_new_tokens) of

@@ -41,26 +41,30 @@ struct RequestSpec {
 };
 
 // A group of 1..n sequences sharing one prompt, and where it stands.
-struct Request {
-  RequestSpec spec;
-  uint64_t arrival = 0;  // admission order, ties broken by it
-  RequestStatus status = RequestStatus::kWaiting;
-
-  // Sequences still generating (beam search: the live beams).
-  std::vector<std::unique_ptr<Sequence>> seqs;
+//
+// Layout: every step reads each running request twice (Schedule and
+// Update); what those loops touch sits in the first cache line of an aligned
+// object, then the spec (whose sampling parameters they also read).
+struct alignas(64) Request {
+  // Sequences still generating (beam search: the live beams). Most requests
+  // have one: inline, so reaching it costs no pointer chase.
+  absl::InlinedVector<std::unique_ptr<Sequence>, 1> seqs;
   // Sequences done generating (sampling), in finishing order.
   std::vector<std::unique_ptr<Sequence>> finished_seqs;
-  std::vector<FinishedBeam> finished_beams;
-
+  // Token slots reserved at admission (reservation policies), 0 = on demand.
+  int32_t reserved_tokens = 0;
+  int32_t num_cached_prompt_tokens = 0;  // prefix-cache hit at first admission
+  RequestStatus status = RequestStatus::kWaiting;
   // True once the prompt fanned out into best_of samples or beams.
   bool fanned_out = false;
   // A recompute-preempted request resumes from the front of the queue.
   bool preempted = false;
-  int32_t num_cached_prompt_tokens = 0;  // prefix-cache hit at first admission
   bool counted_cached_prompt = false;
   int32_t num_preemptions = 0;
-  // Token slots reserved at admission (reservation policies), 0 = on demand.
-  int32_t reserved_tokens = 0;
+
+  RequestSpec spec;
+  uint64_t arrival = 0;  // admission order, ties broken by it
+  std::vector<FinishedBeam> finished_beams;
   std::string error;  // why it finished with kError / kLength at admission
 
   int32_t num_prompt_tokens() const { return static_cast<int32_t>(spec.prompt.size()); }

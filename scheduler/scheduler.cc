@@ -106,6 +106,8 @@ StepPlan Scheduler::Schedule() {
   scheduled_.clear();
   ++stats_.num_steps;
 
+  // Entries are built in place as work is committed; size for last step's.
+  plan.scheduled.reserve(std::max(last_num_scheduled_, running_.size()));
   int32_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
   ScheduleRunning(plan, budget, preempted);
@@ -116,7 +118,7 @@ StepPlan Scheduler::Schedule() {
   // Swapped requests go first, or they could starve behind new arrivals.
   if (!preempted && swapped_.empty()) ScheduleWaiting(plan, budget, seq_slots);
 
-  BuildPlanEntries(plan);
+  last_num_scheduled_ = scheduled_.size();
   MaybeCheckInvariants();
   return plan;
 }
@@ -165,25 +167,62 @@ void Scheduler::Commit(Request& r, const std::vector<int32_t>& counts, bool samp
                                       &plan.copies);
     FOLIO_CHECK(ok);
     if (counts[i] == 0) continue;
-    scheduled_.push_back({&seq, &r, counts[i], mode, num_samples});
+    // Emitted now, while seq is in cache: nothing later in this step touches
+    // committed work (preemption only takes requests not yet scheduled).
+    EmitPlanEntry(scheduled_.emplace_back(Scheduled{&seq, &r, seq.id(), counts[i], mode, num_samples}),
+                  plan);
     budget -= counts[i];
   }
 }
 
+namespace {
+
+// Fetches what scheduling a sequence reads beyond the sequence itself: its
+// block-table tail and the tokens the plan carries.
+void PrefetchSequenceTails(const Sequence& seq) {
+  const std::vector<BlockId>& blocks = seq.block_table().blocks();
+  if (!blocks.empty()) __builtin_prefetch(&blocks.back());
+  __builtin_prefetch(seq.tokens().data() + seq.num_computed_tokens());
+}
+
+}  // namespace
+
 void Scheduler::ScheduleRunning(StepPlan& plan, int32_t& budget, bool& preempted) {
   std::vector<int32_t> counts;
+  const size_t n = running_.size();
+  // Requests and sequences are scattered on the heap, and each is reached
+  // through the one before: fetch ahead in stages, each reading only lines an
+  // earlier stage fetched (request, then its sequence, then the tails), so
+  // the misses of several requests overlap instead of queueing.
+  auto prefetch = [&](size_t i) {
+    if (i + 6 < n) {
+      const Request* far = running_[i + 6];
+      __builtin_prefetch(far);
+      __builtin_prefetch(&far->spec.sampling.beam_width);
+      __builtin_prefetch(&far->spec.cache_salt);
+    }
+    if (i + 3 < n && !running_[i + 3]->seqs.empty()) {
+      const Sequence* seq = running_[i + 3]->seqs.front().get();
+      __builtin_prefetch(seq);
+      __builtin_prefetch(reinterpret_cast<const char*>(seq) + 64);
+    }
+    if (i + 1 < n && !running_[i + 1]->seqs.empty()) {
+      PrefetchSequenceTails(*running_[i + 1]->seqs.front());
+    }
+  };
   for (size_t i = 0; i < running_.size(); ++i) {
     Request& r = *running_[i];
-    // Requests and sequences are scattered on the heap: fetch the next ones
-    // while this one is scheduled (a third of the step's cost was misses).
-    if (i + 2 < running_.size()) __builtin_prefetch(running_[i + 2]);
-    if (i + 1 < running_.size() && !running_[i + 1]->seqs.empty()) {
-      __builtin_prefetch(running_[i + 1]->seqs.front().get());
-    }
+    if (running_.size() == n) prefetch(i);  // (preemption shrinks the queue)
     bool sample = false;
     if (budget <= 0) break;
     if (!PlanTokens(r, budget, counts, sample)) continue;
     SequencePtrs seqs = r.LiveSequences();
+    // Usually the pool has room even if every written block were copied:
+    // then the exact count (reference counts of shared blocks) is not needed.
+    if (kv_.BlocksNeededBound(seqs, counts, r.reserved_tokens) <= kv_.num_free_device_blocks()) {
+      Commit(r, counts, sample, plan, budget);
+      continue;
+    }
     bool dropped = false;
     while (kv_.BlocksNeeded(seqs, counts, r.reserved_tokens) > kv_.num_free_device_blocks()) {
       // The victim is the least important running request: the last one.
@@ -367,42 +406,39 @@ void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_sl
   }
 }
 
-void Scheduler::BuildPlanEntries(StepPlan& plan) {
-  plan.scheduled.reserve(scheduled_.size());
-  for (const Scheduled& s : scheduled_) {
-    Sequence& seq = *s.seq;
-    BlockTable& table = seq.block_table();
-    const int32_t start = seq.num_computed_tokens();
-    if (!seq.known_to_workers()) {
-      NewSequenceData data;
-      data.seq_id = seq.id();
-      data.request_id = seq.request_id();
-      data.sequence_index = seq.index();
-      data.prompt_token_ids.assign(seq.prompt_tokens().begin(), seq.prompt_tokens().end());
-      data.output_token_ids.assign(seq.output_tokens().begin(), seq.output_tokens().end());
-      data.block_ids = table.blocks();
-      data.num_computed_tokens = start;
-      data.sampling = s.request->spec.sampling;
-      plan.new_sequences.push_back(std::move(data));
-      seq.set_known_to_workers(true);
-    } else if (table.synced_prefix() < table.size()) {
-      CachedSequenceData diff;
-      diff.seq_id = seq.id();
-      diff.block_table_offset = table.synced_prefix();
-      diff.block_ids.assign(table.blocks().begin() + diff.block_table_offset, table.blocks().end());
-      diff.num_computed_tokens = start;
-      plan.cached_sequences.push_back(std::move(diff));
-    }
-    table.MarkSynced();
-    ScheduledSequence& work = plan.scheduled.emplace_back();  // in place: no inline-storage move
-    work.seq_id = seq.id();
-    work.start_position = start;
-    work.token_ids.assign(seq.tokens().begin() + start, seq.tokens().begin() + start + s.num_tokens);
-    work.sample_mode = s.mode;
-    work.num_samples = s.num_samples;
-    plan.num_scheduled_tokens += s.num_tokens;
-    seq.set_num_computed_tokens(start + s.num_tokens);
+void Scheduler::EmitPlanEntry(const Scheduled& s, StepPlan& plan) {
+  Sequence& seq = *s.seq;
+  BlockTable& table = seq.block_table();
+  const int32_t start = seq.num_computed_tokens();
+  if (!seq.known_to_workers()) {
+    NewSequenceData data;
+    data.seq_id = seq.id();
+    data.request_id = seq.request_id();
+    data.sequence_index = seq.index();
+    data.prompt_token_ids.assign(seq.prompt_tokens().begin(), seq.prompt_tokens().end());
+    data.output_token_ids.assign(seq.output_tokens().begin(), seq.output_tokens().end());
+    data.block_ids = table.blocks();
+    data.num_computed_tokens = start;
+    data.sampling = s.request->spec.sampling;
+    plan.new_sequences.push_back(std::move(data));
+    seq.set_known_to_workers(true);
+  } else if (table.synced_prefix() < table.size()) {
+    CachedSequenceData diff;
+    diff.seq_id = seq.id();
+    diff.block_table_offset = table.synced_prefix();
+    diff.block_ids.assign(table.blocks().begin() + diff.block_table_offset, table.blocks().end());
+    diff.num_computed_tokens = start;
+    plan.cached_sequences.push_back(std::move(diff));
   }
+  table.MarkSynced();
+  ScheduledSequence& work = plan.scheduled.emplace_back();  // in place: no inline-storage move
+  work.seq_id = seq.id();
+  work.start_position = start;
+  work.token_ids.assign(seq.tokens().begin() + start, seq.tokens().begin() + start + s.num_tokens);
+  work.sample_mode = s.mode;
+  work.num_samples = s.num_samples;
+  plan.num_scheduled_tokens += s.num_tokens;
+  seq.set_num_computed_tokens(start + s.num_tokens);
 }
 
 const Request* Scheduler::FindRequest(RequestId id) const {

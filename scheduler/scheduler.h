@@ -93,6 +93,7 @@ class Scheduler {
   struct Scheduled {
     Sequence* seq;
     Request* request;
+    SequenceId seq_id;  // Update() matches samples without touching seq
     int32_t num_tokens;
     SampleMode mode;
     int32_t num_samples;
@@ -110,7 +111,9 @@ class Scheduler {
               int32_t& budget);
   AllocStatus CheckAdmission(Request& r, std::string* why);
   void Preempt(Request& victim, StepPlan& plan);
-  void BuildPlanEntries(StepPlan& plan);
+  // The plan entry of work just committed (in plan order); advances the
+  // sequence's computed tokens.
+  void EmitPlanEntry(const Scheduled& s, StepPlan& plan);
 
   // Update() parts (scheduler_update.cc).
   struct SampledSequence {
@@ -145,6 +148,7 @@ class Scheduler {
   RequestQueue running_;
   RequestQueue swapped_;
   std::vector<Scheduled> scheduled_;  // this step's work, in plan order
+  size_t last_num_scheduled_ = 0;     // sizes the next plan
   std::vector<SampledSequence> sampled_;  // Update()'s scratch, reused
   std::vector<SequenceId> pending_finished_ids_;  // for the next plan
   std::vector<RequestOutput> pending_outputs_;    // finished outside a step

@@ -17,10 +17,10 @@ const char* FinishReasonName(FinishReason reason) {
 Sequence::Sequence(SequenceId id, RequestId request_id, int32_t index,
                    std::span<const TokenId> prompt)
     : id_(id),
-      request_id_(request_id),
       index_(index),
       num_prompt_tokens_(static_cast<int32_t>(prompt.size())),
-      tokens_(prompt.begin(), prompt.end()) {}
+      tokens_(prompt.begin(), prompt.end()),
+      request_id_(request_id) {}
 
 std::unique_ptr<Sequence> Sequence::Fork(SequenceId child_id, int32_t child_index) const {
   auto child = std::make_unique<Sequence>(child_id, request_id_, child_index, prompt_tokens());

@@ -28,7 +28,7 @@ const char* FinishReasonName(FinishReason reason);
 // [0, num_computed_tokens) are in the cache. The scheduler catches
 // num_computed_tokens up with num_tokens under the token budget: prefill,
 // chunked prefill, recompute and decode are all the same motion.
-class Sequence {
+class alignas(64) Sequence {
  public:
   Sequence(SequenceId id, RequestId request_id, int32_t index, std::span<const TokenId> prompt);
   Sequence(const Sequence&) = delete;
@@ -78,20 +78,23 @@ class Sequence {
   void set_num_streamed_tokens(int32_t n) { num_streamed_tokens_ = n; }
 
  private:
+  // Layout: the scheduler touches every running sequence twice a step
+  // (Schedule and Update), so the fields a decode step reads or writes fill
+  // the first two cache lines of an aligned object; the rest sits after them.
   const SequenceId id_;
-  const RequestId request_id_;
   const int32_t index_;
   int32_t num_prompt_tokens_;
-
-  std::vector<TokenId> tokens_;
-  std::vector<float> output_logprobs_;
-  double cumulative_logprob_ = 0.0;
   int32_t num_computed_tokens_ = 0;
-  BlockTable block_table_;
-  std::vector<BlockHash> block_hashes_;
+  int32_t num_streamed_tokens_ = 0;
   FinishReason finish_reason_ = FinishReason::kNone;
   bool known_to_workers_ = false;
-  int32_t num_streamed_tokens_ = 0;
+  double cumulative_logprob_ = 0.0;
+  std::vector<TokenId> tokens_;
+  std::vector<float> output_logprobs_;
+  BlockTable block_table_;
+  // Cold: read when a block fills or the workers first see the sequence.
+  std::vector<BlockHash> block_hashes_;
+  const RequestId request_id_;
 };
 
 }  // namespace folio
