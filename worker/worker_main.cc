@@ -14,6 +14,9 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +30,13 @@
 #include "worker/worker_service.h"
 
 namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+
+void OnSignal(int sig) {
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &byte, 1);
+}
 
 const char kUsage[] =
     "usage: folio-worker [--host ADDR] [--port N] [--rank R] [--collective-host ADDR]\n"
@@ -91,12 +101,18 @@ int main(int argc, char** argv) {
   const int port = port_text.empty() ? 50061 + rank : Number<int>("--port", port_text);
   if (port < 0 || port > 65535) Die("--port must be in [0, 65535]");
 
-  // Signals go to one thread (sigwait) instead of interrupting gRPC's.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGINT/SIGTERM: the handler only writes the signal number to a pipe (any
+  // thread may take it: OpenBLAS starts threads before main); a watcher
+  // thread reads it and shuts down.
+  if (pipe(g_signal_pipe) != 0) {
+    std::perror("folio-worker: pipe");
+    return 1;
+  }
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
 
   absl::Notification stop;
   options.on_shutdown = [&stop] {
@@ -123,9 +139,13 @@ int main(int argc, char** argv) {
   std::printf("folio-worker rank %d listening on %s:%d\n", rank, host.c_str(), bound_port);
   std::fflush(stdout);
 
-  std::thread([&signals, &service, grace_s] {
-    int sig = 0;
-    if (sigwait(&signals, &sig) == 0) {
+  std::thread([&service, grace_s] {
+    unsigned char sig = 0;
+    ssize_t n;
+    do {
+      n = read(g_signal_pipe[0], &sig, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n == 1) {
       std::fprintf(stderr, "folio-worker: %s, shutting down\n", strsignal(sig));
       service.Close(absl::Seconds(grace_s));  // notifies `stop`
     }

@@ -1,0 +1,397 @@
+// folio.v1.Worker end to end: two real folio-worker processes (TP = 2 over
+// Gloo on 127.0.0.1) driven through Initialize -> AllocateCache -> Step with
+// plans from a real Scheduler on the demo model give the greedy tokens of
+// the in-process CpuWorker; failed steps come back as statuses and the
+// stream keeps serving; Shutdown and SIGTERM stop the processes. Plus the
+// call-order errors of an in-process WorkerService.
+
+#include "worker/worker_service.h"
+
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/plan_proto.h"
+#include "scheduler/rendezvous_service.h"
+#include "tests/worker/worker_test_util.h"
+#include "worker/cpu_worker.h"
+
+extern char** environ;
+
+namespace folio {
+namespace {
+
+const std::string kDemo = std::string(FOLIO_SOURCE_DIR) + "/models/folio-demo";
+constexpr int64_t kKvBytes = int64_t{8} << 20;
+constexpr int64_t kSwapBytes = int64_t{2} << 20;
+
+std::chrono::system_clock::time_point In(int seconds) {
+  return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
+}
+
+// A folio-worker child process; its port is read from its first stdout line.
+class WorkerProcess {
+ public:
+  explicit WorkerProcess(int rank) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    const std::string bin = FOLIO_WORKER_BIN, r = std::to_string(rank);
+    std::vector<const char*> argv = {bin.c_str(), "--host", "127.0.0.1", "--port", "0",
+                                     "--rank", r.c_str(), "--collective-timeout-s", "60",
+                                     nullptr};
+    if (posix_spawn(&pid_, bin.c_str(), &actions, nullptr, const_cast<char**>(argv.data()),
+                    environ) != 0) {
+      pid_ = -1;
+    }
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    out_ = fds[0];
+  }
+  ~WorkerProcess() {
+    if (pid_ > 0 && !WaitExit(10)) {
+      kill(pid_, SIGKILL);
+      WaitExit(10);
+    }
+    if (out_ >= 0) close(out_);
+  }
+
+  // The port from "... listening on 127.0.0.1:PORT", within `seconds`.
+  int ReadPort(int seconds) {
+    std::string line;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (line.find('\n') == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return -1;
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return -1;
+      char buf[256];
+      const ssize_t n = read(out_, buf, sizeof(buf));
+      if (n <= 0) return -1;
+      line.append(buf, n);
+    }
+    const size_t colon = line.rfind(':', line.find('\n'));
+    return colon == std::string::npos ? -1 : std::atoi(line.c_str() + colon + 1);
+  }
+
+  // Waits (without sleeping: poll on a pidfd) for the process to exit.
+  bool WaitExit(int seconds) {
+    if (pid_ <= 0) return true;
+    const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+    if (fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      const int ready = poll(&p, 1, seconds * 1000);
+      close(fd);
+      if (ready <= 0) return false;
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, 0) != pid_) return false;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    pid_ = -1;
+    return true;
+  }
+  void Signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  int exit_code() const { return exit_code_; }
+  bool started() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int exit_code_ = -1;
+};
+
+std::shared_ptr<grpc::Channel> Channel(int port) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxWorkerMessageBytes);
+  args.SetMaxSendMessageSize(kMaxWorkerMessageBytes);
+  return grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+// Greedy tokens of the in-process worker (TP = 1) with the same pools.
+std::vector<std::vector<TokenId>> Reference(const std::vector<testing::Prompt>& prompts,
+                                            int32_t device_blocks, int32_t host_blocks) {
+  CpuWorker::Options o;
+  o.model_dir = kDemo;
+  o.num_device_blocks = device_blocks;
+  o.num_host_blocks = host_blocks;
+  absl::StatusOr<std::unique_ptr<CpuWorker>> worker = CpuWorker::Create(o);
+  EXPECT_TRUE(worker.ok()) << worker.status();
+  SchedulerConfig sc;
+  sc.num_device_blocks = device_blocks;
+  sc.num_host_blocks = host_blocks;
+  sc.max_num_batched_tokens = 64;
+  sc.max_model_len = 512;
+  auto scheduler = Scheduler::Create(sc);
+  EXPECT_TRUE(scheduler.ok());
+  auto tokens = testing::RunGreedy(**scheduler, prompts, [&](const StepPlan& plan) {
+    return (*worker)->Execute(plan);
+  });
+  EXPECT_TRUE(tokens.ok()) << tokens.status();
+  EXPECT_EQ((*scheduler)->kv_cache().num_free_device_blocks(), device_blocks);
+  return tokens.ok() ? *tokens : std::vector<std::vector<TokenId>>{};
+}
+
+class WorkerProcessesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&rendezvous_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    rendezvous_address_ = "127.0.0.1:" + std::to_string(port);
+  }
+  void TearDown() override {
+    rendezvous_.Shutdown();
+    server_->Shutdown(In(5));
+  }
+
+  RendezvousService rendezvous_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string rendezvous_address_;
+};
+
+TEST_F(WorkerProcessesTest, TwoRanksGiveTheGreedyTokensOfTheInProcessWorker) {
+  constexpr int kWorld = 2;
+  std::vector<std::unique_ptr<WorkerProcess>> procs;
+  std::vector<std::unique_ptr<v1::Worker::Stub>> stubs;
+  for (int r = 0; r < kWorld; ++r) {
+    procs.push_back(std::make_unique<WorkerProcess>(r));
+    ASSERT_TRUE(procs.back()->started());
+    const int port = procs.back()->ReadPort(30);
+    ASSERT_GT(port, 0) << "rank " << r << " did not report its port";
+    stubs.push_back(v1::Worker::NewStub(Channel(port)));
+  }
+
+  // Initialize blocks until every rank joined the group: call them together.
+  std::vector<grpc::Status> init_status(kWorld);
+  std::vector<v1::InitializeResponse> init(kWorld);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(In(120));
+      v1::InitializeRequest req;
+      req.set_model_path(kDemo);
+      req.set_rank(r);
+      req.set_world_size(kWorld);
+      req.set_device("cpu");
+      req.set_block_size(16);
+      req.set_kv_cache_bytes(kKvBytes);
+      req.set_swap_space_bytes(kSwapBytes);
+      req.set_rendezvous_address(rendezvous_address_);
+      req.set_rendezvous_prefix("worker-service-test");
+      init_status[r] = stubs[r]->Initialize(&ctx, req, &init[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  uint32_t device_blocks = UINT32_MAX, host_blocks = UINT32_MAX;
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(init_status[r].ok()) << "rank " << r << ": " << init_status[r].error_message();
+    EXPECT_EQ(init[r].vocab_size(), 2048u);
+    EXPECT_EQ(init[r].device_name(), "cpu");
+    EXPECT_GT(init[r].block_bytes(), 0u);
+    device_blocks = std::min(device_blocks, init[r].num_device_blocks());
+    host_blocks = std::min(host_blocks, init[r].num_host_blocks());
+  }
+  ASSERT_GT(device_blocks, 0u);
+  for (int r = 0; r < kWorld; ++r) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(60));
+    v1::AllocateCacheRequest req;
+    req.set_num_device_blocks(device_blocks);
+    req.set_num_host_blocks(host_blocks);
+    v1::AllocateCacheResponse resp;
+    grpc::Status s = stubs[r]->AllocateCache(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.device_bytes(), uint64_t{device_blocks} * init[r].block_bytes());
+  }
+
+  // One Step stream per rank; every plan goes to both.
+  std::vector<std::unique_ptr<grpc::ClientContext>> step_ctx;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::StepPlan, v1::StepResult>>> streams;
+  for (int r = 0; r < kWorld; ++r) {
+    step_ctx.push_back(std::make_unique<grpc::ClientContext>());
+    step_ctx.back()->set_deadline(In(300));
+    streams.push_back(stubs[r]->Step(step_ctx.back().get()));
+  }
+  auto round_trip = [&](const v1::StepPlan& proto, std::vector<v1::StepResult>& results) {
+    for (int r = 0; r < kWorld; ++r) ASSERT_TRUE(streams[r]->Write(proto));
+    results.assign(kWorld, {});
+    for (int r = 0; r < kWorld; ++r) {
+      ASSERT_TRUE(streams[r]->Read(&results[r]));
+      EXPECT_EQ(results[r].step_id(), proto.step_id());
+      EXPECT_EQ(results[r].rank(), uint32_t(r));
+      EXPECT_GE(results[r].forward_seconds(), results[r].allreduce_seconds());
+    }
+  };
+
+  const auto prompts = testing::MixedPrompts(2040, 8, 3);
+  SchedulerConfig sc;
+  sc.num_device_blocks = static_cast<int32_t>(device_blocks);
+  sc.num_host_blocks = static_cast<int32_t>(host_blocks);
+  sc.max_num_batched_tokens = 64;
+  sc.max_model_len = 512;
+  auto scheduler = Scheduler::Create(sc);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  int steps = 0;
+  auto tokens = testing::RunGreedy(**scheduler, prompts,
+                                   [&](const StepPlan& plan) -> absl::StatusOr<StepResult> {
+    v1::StepPlan proto;
+    ToProto(plan, &proto);
+    std::vector<v1::StepResult> results;
+    round_trip(proto, results);
+    if (results.size() != size_t(kWorld)) return absl::InternalError("no results");
+    for (int r = 0; r < kWorld; ++r) {
+      if (absl::Status s = FromProto(results[r].status()); !s.ok()) return s;
+    }
+    if (results[1].samples_size() != 0) return absl::InternalError("samples from rank 1");
+    if (plan.num_scheduled_tokens > 0 && results[1].allreduce_seconds() <= 0.0) {
+      return absl::InternalError("rank 1 reported no all-reduce time");
+    }
+    ++steps;
+    StepResult out;
+    if (absl::Status s = FromProto(results[0], &out); !s.ok()) return s;
+    return out;
+  });
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  EXPECT_GT(steps, 8);
+  EXPECT_EQ((*scheduler)->kv_cache().num_free_device_blocks(), static_cast<int32_t>(device_blocks));
+  EXPECT_EQ(*tokens, Reference(prompts, static_cast<int32_t>(device_blocks),
+                               static_cast<int32_t>(host_blocks)));
+
+  // A bad plan fails on every rank with a status naming the field; the
+  // streams keep serving.
+  v1::StepPlan bad;
+  bad.set_step_id(100000);
+  bad.set_num_scheduled_tokens(3);
+  std::vector<v1::StepResult> results;
+  round_trip(bad, results);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(results[r].status().code(), int(absl::StatusCode::kInvalidArgument));
+    EXPECT_NE(results[r].status().message().find("num_scheduled_tokens"), std::string::npos);
+  }
+  v1::StepPlan unknown;  // schedules a sequence the workers never saw
+  unknown.set_step_id(100001);
+  auto* work = unknown.add_scheduled();
+  work->set_seq_id(987654);
+  work->add_token_ids(1);
+  unknown.set_num_scheduled_tokens(1);
+  round_trip(unknown, results);
+  for (int r = 0; r < kWorld; ++r) EXPECT_NE(results[r].status().code(), 0);
+  v1::StepPlan empty;
+  empty.set_step_id(100002);
+  round_trip(empty, results);
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(results[r].status().code(), 0);
+
+  for (int r = 0; r < kWorld; ++r) {
+    streams[r]->WritesDone();
+    grpc::Status s = streams[r]->Finish();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  // Shutdown: each answers, then its process exits 0.
+  for (int r = 0; r < kWorld; ++r) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(30));
+    v1::ShutdownRequest req;
+    req.set_grace_seconds(5);
+    v1::ShutdownResponse resp;
+    grpc::Status s = stubs[r]->Shutdown(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(procs[r]->WaitExit(30)) << "rank " << r << " did not exit";
+    EXPECT_EQ(procs[r]->exit_code(), 0);
+  }
+}
+
+TEST_F(WorkerProcessesTest, SigtermStopsAWorkerGracefully) {
+  WorkerProcess proc(0);
+  ASSERT_TRUE(proc.started());
+  ASSERT_GT(proc.ReadPort(30), 0);
+  proc.Signal(SIGTERM);
+  ASSERT_TRUE(proc.WaitExit(30));
+  EXPECT_EQ(proc.exit_code(), 0);
+}
+
+// In-process service: the call order is enforced and failures are retryable.
+TEST(WorkerServiceTest, CallOrderAndRetryableInitialize) {
+  bool stopped = false;
+  WorkerService::Options options;
+  options.on_shutdown = [&] { stopped = true; };
+  WorkerService service(options);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Worker::NewStub(Channel(port));
+
+  auto allocate = [&](uint32_t blocks) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(30));
+    v1::AllocateCacheRequest req;
+    req.set_num_device_blocks(blocks);
+    v1::AllocateCacheResponse resp;
+    return stub->AllocateCache(&ctx, req, &resp).error_code();
+  };
+  auto initialize = [&](const std::string& model, v1::InitializeResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(60));
+    v1::InitializeRequest req;
+    req.set_model_path(model);
+    req.set_kv_cache_bytes(kKvBytes);
+    return stub->Initialize(&ctx, req, resp).error_code();
+  };
+  auto step_status = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(30));
+    auto stream = stub->Step(&ctx);
+    stream->WritesDone();
+    return stream->Finish().error_code();
+  };
+  v1::InitializeResponse resp;
+  EXPECT_EQ(allocate(8), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(step_status(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(initialize("/nonexistent/model", &resp), grpc::StatusCode::OK);
+  ASSERT_EQ(initialize(kDemo, &resp), grpc::StatusCode::OK);
+  EXPECT_EQ(resp.num_device_blocks(), uint32_t(kKvBytes / resp.block_bytes()));
+  EXPECT_EQ(initialize(kDemo, &resp), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(step_status(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(allocate(0), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(allocate(8), grpc::StatusCode::OK);
+  EXPECT_EQ(allocate(8), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(step_status(), grpc::StatusCode::OK);
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(30));
+    v1::ShutdownResponse sresp;
+    EXPECT_TRUE(stub->Shutdown(&ctx, v1::ShutdownRequest(), &sresp).ok());
+  }
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(step_status(), grpc::StatusCode::UNAVAILABLE);
+  server->Shutdown(In(5));
+}
+
+}  // namespace
+}  // namespace folio
