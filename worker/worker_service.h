@@ -15,8 +15,8 @@
 //                  (validation or execution) yields a StepResult carrying the
 //                  status, and the stream keeps serving. One stream at a time.
 //   Shutdown       waits up to grace_seconds for the step in flight, frees the
-//                  cache, leaves the group, answers, then calls
-//                  Options::on_shutdown (the process stops its server).
+//                  cache, leaves the group, calls Options::on_shutdown (the
+//                  process then stops its server) and answers.
 //
 // Errors: gRPC status codes are absl::StatusCode values.
 // Thread-safe: handlers run on gRPC's threads; Step execution is serialized.
@@ -49,7 +49,9 @@ class WorkerService final : public v1::Worker::Service {
     // Connecting the group and every collective fail after this long.
     absl::Duration collective_timeout = absl::Seconds(120);
     uint64_t seed = 0;  // sampling seed for requests without their own
-    // Called once after a Shutdown RPC has been answered (or by Close()).
+    // Called once, by the first Close() (the Shutdown RPC closes, then
+    // answers): it should only tell the server's owner to stop the server
+    // (grpc::Server::Shutdown with a deadline lets the answer go out).
     std::function<void()> on_shutdown;
   };
 
