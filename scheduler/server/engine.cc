@@ -1,0 +1,264 @@
+#include "scheduler/server/engine.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace folio {
+namespace {
+
+// Server-assigned request ids: unlikely to collide with client-chosen ones.
+std::string MakeRequestId(RequestId id) {
+  static const uint64_t salt = std::random_device{}();
+  return absl::StrFormat("folio-%08x-%d", static_cast<uint32_t>(salt), id);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const Options& options,
+                                                      std::unique_ptr<Tokenizer> tokenizer,
+                                                      const RequestLimits& limits,
+                                                      std::unique_ptr<WorkerGroup> workers) {
+  if (tokenizer == nullptr || workers == nullptr) {
+    return absl::InvalidArgumentError("engine needs a tokenizer and a worker group");
+  }
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(options.scheduler);
+  if (!scheduler.ok()) return scheduler.status();
+  return std::unique_ptr<Engine>(new Engine(options, std::move(tokenizer), limits,
+                                            std::move(workers), std::move(*scheduler)));
+}
+
+Engine::Engine(const Options& options, std::unique_ptr<Tokenizer> tokenizer,
+               const RequestLimits& limits, std::unique_ptr<WorkerGroup> workers,
+               std::unique_ptr<Scheduler> scheduler)
+    : options_(options),
+      tokenizer_(std::move(tokenizer)),
+      limits_(limits),
+      workers_(std::move(workers)),
+      scheduler_(std::move(scheduler)) {
+  PublishSnapshot();
+}
+
+Engine::~Engine() { Shutdown(); }
+
+void Engine::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_ || stopping_) return;
+  started_ = true;
+  loop_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (loop_.joinable()) loop_.join();
+}
+
+absl::StatusOr<std::string> Engine::Submit(const v1::GenerateRequest& request,
+                                           std::shared_ptr<GenerateSink> sink) {
+  absl::StatusOr<ParsedRequest> parsed = ParseGenerateRequest(request, *tokenizer_, limits_);
+  if (!parsed.ok()) return parsed.status();
+  std::string public_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) {
+      return absl::UnavailableError(absl::StrCat("the engine has stopped: ", failure_.message()));
+    }
+    if (stopping_) return absl::UnavailableError("the engine is shutting down");
+    const RequestId id = next_id_++;
+    public_id = parsed->request_id.value_or(MakeRequestId(id));
+    if (!live_.try_emplace(public_id, id).second) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("request_id '", public_id, "' is already in use by a live request"));
+    }
+    sinks_.emplace(id, std::move(sink));
+    inbox_.push_back(Submitted{id, public_id, std::move(*parsed)});
+  }
+  cv_.notify_all();
+  return public_id;
+}
+
+bool Engine::Abort(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(request_id);
+    if (it == live_.end()) return false;
+    aborts_.push_back(it->second);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void Engine::Loop() {
+  while (TakeWork()) {
+    if (!scheduler_->HasUnfinishedRequests()) continue;
+    const StepPlan plan = scheduler_->Schedule();
+    absl::StatusOr<StepResult> result = workers_->Execute(plan);
+    if (!result.ok()) {
+      FailAll(absl::Status(result.status().code(),
+                           absl::StrCat("worker step failed: ", result.status().message())));
+      return;
+    }
+    absl::StatusOr<std::vector<RequestOutput>> outputs = scheduler_->Update(*result);
+    if (!outputs.ok()) {
+      FailAll(outputs.status());
+      return;
+    }
+    for (const RequestOutput& output : *outputs) Deliver(output);
+    PublishSnapshot();
+  }
+  PublishSnapshot();
+}
+
+bool Engine::TakeWork() {
+  std::vector<Submitted> inbox;
+  std::vector<RequestId> aborts;
+  bool stopping;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] {
+      return stopping_ || !inbox_.empty() || !aborts_.empty() ||
+             scheduler_->HasUnfinishedRequests();
+    });
+    inbox.swap(inbox_);
+    aborts.swap(aborts_);
+    stopping = stopping_;
+  }
+  for (Submitted& s : inbox) Admit(std::move(s));
+  if (stopping) {
+    for (const auto& [id, stream] : streams_) aborts.push_back(id);
+  }
+  for (RequestId id : aborts) scheduler_->Abort(id);  // false: finished meanwhile
+  return !(stopping && !scheduler_->HasUnfinishedRequests());
+}
+
+void Engine::Admit(Submitted submitted) {
+  auto stream = std::make_unique<RequestStream>(submitted.public_id, *tokenizer_, submitted.parsed);
+  RequestSpec spec = std::move(submitted.parsed.spec);
+  spec.id = submitted.id;
+  if (absl::Status s = scheduler_->AddRequest(std::move(spec)); !s.ok()) {
+    std::shared_ptr<GenerateSink> sink;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sink = std::move(sinks_[submitted.id]);
+      sinks_.erase(submitted.id);
+      live_.erase(submitted.public_id);
+    }
+    cv_.notify_all();
+    if (sink != nullptr) sink->OnError(s);
+    return;
+  }
+  streams_.emplace(submitted.id, std::move(stream));
+}
+
+void Engine::Deliver(const RequestOutput& output) {
+  auto it = streams_.find(output.request_id);
+  if (it == streams_.end()) return;
+  RequestStream& stream = *it->second;
+  bool stop_request = false;
+  std::vector<v1::GenerateResponse> messages = stream.Consume(output, &stop_request);
+  // Stop strings ended every sequence: free the blocks now; the request's
+  // last (empty) output then completes the stream.
+  if (stop_request) scheduler_->Abort(output.request_id);
+  std::shared_ptr<GenerateSink> sink;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto s = sinks_.find(output.request_id);
+    if (s != sinks_.end()) sink = s->second;
+    if (stream.finished()) {
+      // Forget before sending: a client may reuse the id once it sees Finished.
+      sinks_.erase(output.request_id);
+      live_.erase(stream.request_id());
+    }
+  }
+  if (sink != nullptr) {
+    for (v1::GenerateResponse& m : messages) sink->OnResponse(std::move(m));
+  }
+  if (stream.finished()) {
+    streams_.erase(it);
+    cv_.notify_all();
+  }
+}
+
+void Engine::FailAll(const absl::Status& status) {
+  absl::flat_hash_map<RequestId, std::shared_ptr<GenerateSink>> sinks;
+  std::vector<Submitted> inbox;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failure_ = status;
+    sinks.swap(sinks_);
+    inbox.swap(inbox_);
+    live_.clear();
+  }
+  for (auto& [id, stream] : streams_) {
+    auto s = sinks.find(id);
+    if (s != sinks.end()) s->second->OnResponse(stream->Fail(std::string(status.message())));
+  }
+  for (Submitted& submitted : inbox) {
+    auto s = sinks.find(submitted.id);
+    if (s != sinks.end()) {
+      s->second->OnError(absl::UnavailableError(absl::StrCat("the engine has stopped: ", status.message())));
+    }
+  }
+  streams_.clear();
+  PublishSnapshot();
+}
+
+void Engine::PublishSnapshot() {
+  EngineSnapshot snap;
+  snap.num_steps = scheduler_->stats().num_steps;
+  snap.num_running = scheduler_->num_running();
+  snap.num_waiting = scheduler_->num_waiting();
+  snap.num_swapped = scheduler_->num_swapped();
+  snap.num_free_device_blocks = scheduler_->kv_cache().device_pool().num_free_blocks();
+  snap.num_free_host_blocks = scheduler_->kv_cache().host_pool().num_free_blocks();
+  snap.num_preemptions = scheduler_->stats().num_preemptions_recompute +
+                         scheduler_->stats().num_preemptions_swap;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snap.num_live_requests = static_cast<int32_t>(live_.size());
+    snapshot_ = snap;
+  }
+  cv_.notify_all();
+}
+
+v1::ModelInfo Engine::ModelInfo() const {
+  const SchedulerConfig& c = options_.scheduler;
+  v1::ModelInfo info;
+  info.set_model_name(options_.model_name);
+  info.set_max_model_len(static_cast<uint32_t>(c.max_model_len));
+  info.set_block_size(static_cast<uint32_t>(c.block_size));
+  info.set_num_device_blocks(static_cast<uint32_t>(c.num_device_blocks));
+  info.set_num_host_blocks(static_cast<uint32_t>(c.num_host_blocks));
+  info.set_kv_token_capacity(static_cast<uint64_t>(c.num_device_blocks) * c.block_size);
+  info.set_tensor_parallel_size(static_cast<uint32_t>(options_.tensor_parallel_size));
+  info.set_vocab_size(static_cast<uint32_t>(limits_.vocab_size));
+  return info;
+}
+
+std::vector<TokenId> Engine::Tokenize(const std::string& text, bool add_special_tokens) const {
+  return TokenizePrompt(*tokenizer_, limits_, text, add_special_tokens);
+}
+
+bool Engine::healthy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_.ok() && !stopping_;
+}
+
+EngineSnapshot Engine::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return snapshot_;
+}
+
+bool Engine::WaitIdle(absl::Duration timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] {
+    return live_.empty() && snapshot_.num_live_requests == 0;  // and the step's figures are out
+  });
+}
+
+}  // namespace folio

@@ -1,0 +1,144 @@
+#ifndef FOLIO_SCHEDULER_SERVER_ENGINE_H_
+#define FOLIO_SCHEDULER_SERVER_ENGINE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/tokenizer.h"
+#include "common/worker_group.h"
+#include "folio/v1/generation.pb.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/server/generate_request.h"
+#include "scheduler/server/request_stream.h"
+
+namespace folio {
+
+// Receives one request's stream. Called on the engine thread, so it must not
+// block: enqueue and return. Exactly one of: zero or more OnResponse then
+// one OnResponse holding Finished; or one OnError before any response (the
+// request was refused, e.g. INVALID_ARGUMENT from the scheduler's checks).
+class GenerateSink {
+ public:
+  virtual ~GenerateSink() = default;
+  virtual void OnResponse(v1::GenerateResponse response) = 0;
+  virtual void OnError(absl::Status status) = 0;
+};
+
+// Point-in-time figures of the engine, refreshed after every step.
+struct EngineSnapshot {
+  int64_t num_steps = 0;
+  int32_t num_live_requests = 0;  // submitted and not finished
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_swapped = 0;
+  int32_t num_free_device_blocks = 0;
+  int32_t num_free_host_blocks = 0;
+  int64_t num_preemptions = 0;  // recompute + swap, since start
+};
+
+// The engine loop of folio-scheduler: one thread that admits new requests,
+// schedules a step, sends the plan to the worker group, applies the
+// results, and streams deltas (detokenized, stop strings matched) to each
+// request's sink. gRPC handlers only enqueue work (Submit, Abort) and never
+// wait for a step.
+//
+// Thread-safe: Submit, Abort and the accessors may be called from any thread.
+class Engine {
+ public:
+  struct Options {
+    SchedulerConfig scheduler;  // block counts from the worker group
+    std::string model_name;
+    int32_t tensor_parallel_size = 1;
+  };
+
+  // Takes ownership of everything; `limits` describe the served model.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const Options& options,
+                                                        std::unique_ptr<Tokenizer> tokenizer,
+                                                        const RequestLimits& limits,
+                                                        std::unique_ptr<WorkerGroup> workers);
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  ~Engine();  // Shutdown()
+
+  // Starts the loop thread.
+  void Start();
+  // Aborts every live request (their streams end with FINISH_REASON_ABORT),
+  // finishes the step in flight and joins the loop thread. Idempotent.
+  void Shutdown();
+
+  // Validates and queues a request; returns its id. INVALID_ARGUMENT naming
+  // the field; ALREADY_EXISTS for the id of a live request; UNAVAILABLE when
+  // the engine is shut down or its workers failed. `sink` is kept until the
+  // request's Finished (or OnError) has been delivered.
+  absl::StatusOr<std::string> Submit(const v1::GenerateRequest& request,
+                                     std::shared_ptr<GenerateSink> sink);
+
+  // Ends a live request; its stream ends with FINISH_REASON_ABORT. False
+  // when no live request has that id.
+  bool Abort(const std::string& request_id);
+
+  v1::ModelInfo ModelInfo() const;
+  std::vector<TokenId> Tokenize(const std::string& text, bool add_special_tokens) const;
+  // False once the worker group has failed: the engine serves nothing more.
+  bool healthy() const;
+  EngineSnapshot Snapshot() const;
+  // Waits until no request is live; false at the deadline.
+  bool WaitIdle(absl::Duration timeout) const;
+
+ private:
+  struct Submitted {
+    RequestId id;
+    std::string public_id;
+    ParsedRequest parsed;
+  };
+
+  Engine(const Options& options, std::unique_ptr<Tokenizer> tokenizer, const RequestLimits& limits,
+         std::unique_ptr<WorkerGroup> workers, std::unique_ptr<Scheduler> scheduler);
+
+  void Loop();
+  // Moves the inbox into the scheduler; false when the loop should exit.
+  bool TakeWork();
+  void Admit(Submitted submitted);
+  void Deliver(const RequestOutput& output);
+  // Stops serving after a worker failure: every live request ends with an error.
+  void FailAll(const absl::Status& status);
+  void Forget(RequestId id, const std::string& public_id);
+  void PublishSnapshot();
+
+  // Const after construction.
+  const Options options_;
+  const std::unique_ptr<Tokenizer> tokenizer_;
+  const RequestLimits limits_;
+
+  // Engine thread only.
+  std::unique_ptr<WorkerGroup> workers_;
+  std::unique_ptr<Scheduler> scheduler_;
+  absl::flat_hash_map<RequestId, std::unique_ptr<RequestStream>> streams_;
+  std::thread loop_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;  // work arrived, or a request finished
+  std::vector<Submitted> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<RequestId> aborts_ ABSL_GUARDED_BY(mu_);
+  // Live requests: public id -> engine id, and the sinks until delivery.
+  absl::flat_hash_map<std::string, RequestId> live_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<RequestId, std::shared_ptr<GenerateSink>> sinks_ ABSL_GUARDED_BY(mu_);
+  RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  EngineSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_SERVER_ENGINE_H_

@@ -1,0 +1,117 @@
+#include "scheduler/server/generate_request.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/sampling_params.h"
+
+namespace folio {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " ", what));
+}
+
+// Public SamplingParams (with proto3 optionals) -> the engine's, defaults filled.
+absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in) {
+  SamplingParams p;
+  if (in.has_temperature()) p.temperature = in.temperature();
+  p.top_k = in.top_k() == -1 ? 0 : in.top_k();
+  if (in.has_top_p()) p.top_p = in.top_p();
+  p.min_p = in.min_p();
+  if (in.has_repetition_penalty()) p.repetition_penalty = in.repetition_penalty();
+  p.presence_penalty = in.presence_penalty();
+  p.frequency_penalty = in.frequency_penalty();
+  if (in.has_seed()) p.seed = in.seed();
+  p.n = in.n() == 0 ? 1 : static_cast<int32_t>(in.n());
+  p.beam_width = in.beam_width() == 0 ? 1 : static_cast<int32_t>(in.beam_width());
+  p.best_of = in.best_of() == 0 ? p.n : static_cast<int32_t>(in.best_of());
+  if (in.has_length_penalty()) p.length_penalty = in.length_penalty();
+  if (in.has_max_tokens()) {
+    if (in.max_tokens() == 0) return Invalid("sampling_params.max_tokens", "must be at least 1, got 0");
+    p.max_tokens = static_cast<int32_t>(std::min<uint32_t>(in.max_tokens(), INT32_MAX));
+  }
+  p.ignore_eos = in.ignore_eos();
+  p.stop_token_ids.assign(in.stop_token_ids().begin(), in.stop_token_ids().end());
+  if (in.has_logprobs()) p.logprobs = static_cast<int32_t>(std::min<uint32_t>(in.logprobs(), 1000));
+  // Unsigned counts beyond int32 would wrap: name them before they do.
+  for (auto [name, value] : {std::pair{"n", in.n()}, std::pair{"best_of", in.best_of()},
+                             std::pair{"beam_width", in.beam_width()}}) {
+    if (value > 4096) return Invalid(absl::StrCat("sampling_params.", name), absl::StrCat("is too large: ", value));
+  }
+  if (absl::Status s = ValidateSamplingParams(p); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling_params.", s.message()));
+  }
+  return p;
+}
+
+}  // namespace
+
+std::vector<TokenId> TokenizePrompt(const Tokenizer& tokenizer, const RequestLimits& limits,
+                                    const std::string& text, bool add_special_tokens) {
+  std::vector<TokenId> ids = tokenizer.Encode(text, /*add_bos=*/false);
+  if (add_special_tokens && limits.bos_token_id.has_value()) ids.insert(ids.begin(), *limits.bos_token_id);
+  return ids;
+}
+
+absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& request,
+                                                   const Tokenizer& tokenizer,
+                                                   const RequestLimits& limits) {
+  ParsedRequest out;
+  if (request.has_request_id()) {
+    if (request.request_id().empty()) return Invalid("request_id", "must not be empty when set");
+    if (request.request_id().size() > 256) return Invalid("request_id", "is longer than 256 bytes");
+    out.request_id = request.request_id();
+  }
+
+  switch (request.prompt_case()) {
+    case v1::GenerateRequest::kText:
+      if (request.text().empty()) return Invalid("text", "must not be empty");
+      out.spec.prompt = TokenizePrompt(tokenizer, limits, request.text(), true);
+      break;
+    case v1::GenerateRequest::kTokenIds: {
+      const auto& ids = request.token_ids().ids();
+      if (ids.empty()) return Invalid("token_ids.ids", "must not be empty");
+      for (int i = 0; i < ids.size(); ++i) {
+        if (ids[i] < 0 || ids[i] >= limits.vocab_size) {
+          return Invalid(absl::StrCat("token_ids.ids[", i, "]"),
+                         absl::StrCat("is ", ids[i], ", outside the vocabulary [0, ",
+                                      limits.vocab_size, ")"));
+        }
+      }
+      out.spec.prompt.assign(ids.begin(), ids.end());
+      break;
+    }
+    default:
+      return Invalid("prompt", "is missing: set text or token_ids");
+  }
+  if (out.spec.prompt.empty()) return Invalid("text", "tokenizes to no tokens");
+  const int64_t prompt_len = static_cast<int64_t>(out.spec.prompt.size());
+  if (prompt_len + 1 > limits.max_model_len) {
+    return Invalid("prompt", absl::StrCat("has ", prompt_len, " tokens; max_model_len is ",
+                                          limits.max_model_len,
+                                          " (prompt + at least 1 new token)"));
+  }
+
+  const v1::SamplingParams& sp = request.sampling_params();
+  absl::StatusOr<SamplingParams> sampling = ConvertSampling(sp);
+  if (!sampling.ok()) return sampling.status();
+  for (int i = 0; i < sp.stop_token_ids_size(); ++i) {
+    if (sp.stop_token_ids(i) >= limits.vocab_size) {
+      return Invalid(absl::StrCat("sampling_params.stop_token_ids[", i, "]"),
+                     absl::StrCat("is ", sp.stop_token_ids(i), ", outside the vocabulary [0, ",
+                                  limits.vocab_size, ")"));
+    }
+  }
+  for (int i = 0; i < sp.stop_size(); ++i) {
+    if (sp.stop(i).empty()) return Invalid(absl::StrCat("sampling_params.stop[", i, "]"), "must not be empty");
+  }
+  out.stop_strings.assign(sp.stop().begin(), sp.stop().end());
+  if (sp.has_logprobs()) out.logprobs = sampling->logprobs;
+
+  out.spec.sampling = std::move(*sampling);
+  out.spec.priority = sp.priority();
+  out.spec.cache_salt = sp.cache_salt();
+  out.spec.eos_token_ids = limits.eos_token_ids;
+  return out;
+}
+
+}  // namespace folio

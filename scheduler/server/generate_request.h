@@ -1,0 +1,49 @@
+#ifndef FOLIO_SCHEDULER_SERVER_GENERATE_REQUEST_H_
+#define FOLIO_SCHEDULER_SERVER_GENERATE_REQUEST_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model_config.h"
+#include "common/tokenizer.h"
+#include "folio/v1/generation.pb.h"
+#include "scheduler/request.h"
+
+namespace folio {
+
+// What the served model allows a request to ask for.
+struct RequestLimits {
+  int32_t vocab_size = 0;
+  int32_t max_model_len = 0;  // prompt + output tokens
+  std::optional<TokenId> bos_token_id;  // prepended to text prompts
+  std::vector<TokenId> eos_token_ids;
+};
+
+// A Generate request turned into what the engine runs: the scheduler's
+// RequestSpec (id unset) plus what only the front end handles.
+struct ParsedRequest {
+  RequestSpec spec;
+  std::vector<std::string> stop_strings;
+  std::optional<int32_t> logprobs;   // unset: no log-probs in the stream
+  std::optional<std::string> request_id;  // the client's, when given
+};
+
+// Validates and converts, filling vLLM's defaults for unset fields.
+// INVALID_ARGUMENT naming the field, e.g.
+//   "sampling_params.top_p must be in (0, 1], got 1.5"
+//   "prompt has 4100 tokens; max_model_len is 4096 (prompt + at least 1 new token)".
+// Tokenizes text prompts (thread-safe: the tokenizer is immutable).
+absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& request,
+                                                   const Tokenizer& tokenizer,
+                                                   const RequestLimits& limits);
+
+// The prompt token ids a text gets: BOS first when the model has one and
+// `add_special_tokens` is set.
+std::vector<TokenId> TokenizePrompt(const Tokenizer& tokenizer, const RequestLimits& limits,
+                                    const std::string& text, bool add_special_tokens);
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_SERVER_GENERATE_REQUEST_H_

@@ -1,0 +1,44 @@
+#ifndef FOLIO_SCHEDULER_SERVER_GENERATION_SERVICE_H_
+#define FOLIO_SCHEDULER_SERVER_GENERATION_SERVICE_H_
+
+#include <atomic>
+
+#include "folio/v1/generation.grpc.pb.h"
+#include "scheduler/server/engine.h"
+
+namespace folio {
+
+// folio.v1.Generation over the engine, on gRPC's callback API: handlers
+// validate, enqueue and return; token streams are written by reactors fed
+// from the engine thread, which never waits for a client. A cancelled call
+// aborts its request.
+//
+// Thread-safe. Until set_engine(), every call answers UNAVAILABLE (the
+// server is up before its workers are); the engine must outlive its use.
+class GenerationService final : public v1::Generation::CallbackService {
+ public:
+  explicit GenerationService(Engine* engine = nullptr) : engine_(engine) {}
+  void set_engine(Engine* engine) { engine_.store(engine); }
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* context,
+                                  const v1::AbortRequest* request,
+                                  v1::AbortResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+
+ private:
+  std::atomic<Engine*> engine_;
+};
+
+// absl::Status -> grpc::Status, keeping code and message.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_SERVER_GENERATION_SERVICE_H_

@@ -1,0 +1,154 @@
+#include "scheduler/server/request_stream.h"
+
+#include <algorithm>
+
+namespace folio {
+
+v1::FinishReason ToProtoFinishReason(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return v1::FINISH_REASON_UNSPECIFIED;
+    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
+    case FinishReason::kEos: return v1::FINISH_REASON_EOS;
+    case FinishReason::kAbort: return v1::FINISH_REASON_ABORT;
+    case FinishReason::kError: return v1::FINISH_REASON_ERROR;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+RequestStream::RequestStream(std::string request_id, const Tokenizer& tokenizer,
+                             const ParsedRequest& request)
+    : request_id_(std::move(request_id)),
+      tokenizer_(tokenizer),
+      stop_strings_(request.stop_strings),
+      logprobs_(request.logprobs),
+      num_prompt_tokens_(static_cast<uint32_t>(request.spec.prompt.size())) {
+  sequences_.resize(request.spec.sampling.n);
+}
+
+RequestStream::SequenceState& RequestStream::StateFor(int32_t index) {
+  if (static_cast<size_t>(index) >= sequences_.size()) sequences_.resize(index + 1);
+  SequenceState& s = sequences_[index];
+  if (s.text == nullptr) s.text = std::make_unique<SequenceText>(tokenizer_, stop_strings_);
+  return s;
+}
+
+bool RequestStream::ApplyDelta(const SequenceOutput& delta, v1::SequenceDelta* out) {
+  SequenceState& s = StateFor(delta.index);
+  if (s.reason != FinishReason::kNone) return false;  // stopped here earlier
+  out->set_index(static_cast<uint32_t>(delta.index));
+  std::string text;
+  double dropped_logprob = 0.0;
+  for (size_t i = 0; i < delta.token_ids.size(); ++i) {
+    const float logprob = i < delta.logprobs.size() ? delta.logprobs[i] : 0.0f;
+    if (s.reason != FinishReason::kNone) {  // after a stop string
+      dropped_logprob += logprob;
+      continue;
+    }
+    const TokenId token = delta.token_ids[i];
+    out->add_token_ids(token);
+    ++s.num_tokens;
+    s.last_token = token;
+    if (logprobs_.has_value()) {
+      v1::TokenLogprob* lp = out->add_logprobs();
+      lp->set_token_id(token);
+      lp->set_logprob(logprob);
+      if (i < delta.top_logprobs.size()) {
+        for (const TokenLogprob& alt : delta.top_logprobs[i]) {
+          v1::TopLogprob* top = lp->add_top_logprobs();
+          top->set_token_id(alt.token_id);
+          top->set_logprob(alt.logprob);
+        }
+      }
+    }
+    text += s.text->Append(token);
+    if (s.text->stopped()) s.reason = FinishReason::kStop;
+  }
+  s.cumulative_logprob = delta.cumulative_logprob - dropped_logprob;
+  if (s.reason == FinishReason::kNone && delta.finish_reason != FinishReason::kNone) {
+    text += s.text->Finish();
+    s.reason = delta.finish_reason;
+    if (s.reason == FinishReason::kStop) s.stop_token = s.last_token;
+  }
+  out->set_text(std::move(text));
+  if (s.reason != FinishReason::kNone) out->set_finish_reason(ToProtoFinishReason(s.reason));
+  return !out->token_ids().empty() || !out->text().empty() || s.reason != FinishReason::kNone;
+}
+
+std::vector<v1::GenerateResponse> RequestStream::Consume(const RequestOutput& output,
+                                                         bool* stop_request) {
+  *stop_request = false;
+  std::vector<v1::GenerateResponse> messages;
+  if (finished_) return messages;
+  v1::GenerateResponse chunk;
+  chunk.set_request_id(request_id_);
+  bool stopped_now = false;
+  for (const SequenceOutput& delta : output.sequences) {
+    v1::SequenceDelta* d = chunk.mutable_chunk()->add_deltas();
+    const bool was_running = StateFor(delta.index).reason == FinishReason::kNone;
+    if (!ApplyDelta(delta, d)) {
+      chunk.mutable_chunk()->mutable_deltas()->RemoveLast();
+      continue;
+    }
+    const SequenceState& s = sequences_[delta.index];
+    stopped_now |= was_running && s.text->stopped();
+  }
+  if (chunk.has_chunk() && chunk.chunk().deltas_size() > 0) messages.push_back(std::move(chunk));
+  if (output.finished) {
+    messages.push_back(MakeFinished(&output));
+  } else if (stopped_now) {
+    *stop_request = std::all_of(sequences_.begin(), sequences_.end(), [](const SequenceState& s) {
+      return s.reason != FinishReason::kNone;
+    });
+  }
+  return messages;
+}
+
+v1::GenerateResponse RequestStream::Fail(const std::string& message) {
+  for (SequenceState& s : sequences_) {
+    if (s.reason == FinishReason::kNone) {
+      s.reason = FinishReason::kError;
+      s.error = message;
+    }
+  }
+  return MakeFinished(nullptr);
+}
+
+v1::GenerateResponse RequestStream::MakeFinished(const RequestOutput* output) {
+  finished_ = true;
+  v1::GenerateResponse msg;
+  msg.set_request_id(request_id_);
+  v1::Finished* finished = msg.mutable_finished();
+  uint32_t completion_tokens = 0;
+  for (size_t i = 0; i < sequences_.size(); ++i) {
+    SequenceState& s = sequences_[i];
+    if (s.reason == FinishReason::kNone) {
+      // The scheduler ended the request without finishing this sequence.
+      const bool failed = output != nullptr && !output->error.empty();
+      s.reason = failed ? FinishReason::kError : FinishReason::kAbort;
+      if (failed) s.error = output->error;
+    }
+    v1::SequenceFinish* f = finished->add_sequences();
+    f->set_index(static_cast<uint32_t>(i));
+    f->set_reason(ToProtoFinishReason(s.reason));
+    if (s.reason == FinishReason::kError) f->set_error_message(s.error);
+    if (s.reason == FinishReason::kStop) {
+      if (s.text != nullptr && s.text->stopped()) {
+        f->set_stop_string(s.text->matched_stop());
+      } else if (s.stop_token.has_value()) {
+        f->set_stop_token_id(*s.stop_token);
+      }
+    }
+    f->set_cumulative_logprob(static_cast<float>(s.cumulative_logprob));
+    completion_tokens += static_cast<uint32_t>(s.num_tokens);
+  }
+  v1::Usage* usage = finished->mutable_usage();
+  usage->set_prompt_tokens(num_prompt_tokens_);
+  if (output != nullptr) {
+    usage->set_cached_prompt_tokens(static_cast<uint32_t>(output->num_cached_prompt_tokens));
+  }
+  usage->set_completion_tokens(completion_tokens);
+  return msg;
+}
+
+}  // namespace folio

@@ -1,0 +1,69 @@
+#ifndef FOLIO_SCHEDULER_SERVER_REQUEST_STREAM_H_
+#define FOLIO_SCHEDULER_SERVER_REQUEST_STREAM_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/tokenizer.h"
+#include "folio/v1/generation.pb.h"
+#include "scheduler/request_output.h"
+#include "scheduler/server/generate_request.h"
+#include "scheduler/server/sequence_text.h"
+
+namespace folio {
+
+// The client-facing view of one request: turns the scheduler's outputs into
+// Generate stream messages. It detokenizes, matches stop strings (a sequence
+// that hits one is finished here, its later tokens dropped), attaches
+// log-probs when asked, and writes the final Finished message with usage.
+//
+// Thread-compatible (the engine thread owns it); the tokenizer must outlive it.
+class RequestStream {
+ public:
+  RequestStream(std::string request_id, const Tokenizer& tokenizer, const ParsedRequest& request);
+
+  // The messages for one output: a chunk when something changed, then
+  // Finished when the request is done. `stop_request` is set when stop
+  // strings have ended every sequence while the scheduler still runs them:
+  // the engine then aborts the request (its final output carries nothing new).
+  std::vector<v1::GenerateResponse> Consume(const RequestOutput& output, bool* stop_request);
+
+  // The Finished message of a request that failed outside the scheduler.
+  v1::GenerateResponse Fail(const std::string& message);
+
+  const std::string& request_id() const { return request_id_; }
+  bool finished() const { return finished_; }
+
+ private:
+  struct SequenceState {
+    std::unique_ptr<SequenceText> text;
+    FinishReason reason = FinishReason::kNone;
+    std::string error;
+    std::optional<TokenId> stop_token;
+    TokenId last_token = -1;
+    int32_t num_tokens = 0;
+    double cumulative_logprob = 0.0;
+  };
+
+  // Appends one delta's effect to `chunk`; false when nothing changed.
+  bool ApplyDelta(const SequenceOutput& delta, v1::SequenceDelta* out);
+  v1::GenerateResponse MakeFinished(const RequestOutput* output);
+  SequenceState& StateFor(int32_t index);
+
+  const std::string request_id_;
+  const Tokenizer& tokenizer_;
+  const std::vector<std::string> stop_strings_;
+  const std::optional<int32_t> logprobs_;
+  const uint32_t num_prompt_tokens_;
+  std::vector<SequenceState> sequences_;  // by output index
+  bool finished_ = false;
+};
+
+// The public enum value of a finish reason.
+v1::FinishReason ToProtoFinishReason(FinishReason reason);
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_SERVER_REQUEST_STREAM_H_

@@ -1,0 +1,289 @@
+// folio-scheduler: the cluster's brain. Serves folio.v1.Generation to
+// clients and folio.v1.Rendezvous to its workers, drives the folio-worker
+// ranks (one per device) through one plan per iteration, and owns every KV
+// block. Configured by flags or FOLIO_* environment variables.
+
+#include <signal.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/flags.h"
+#include "common/model_config.h"
+#include "common/tokenizer.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "scheduler/rendezvous_service.h"
+#include "scheduler/server/engine.h"
+#include "scheduler/server/generation_service.h"
+#include "scheduler/server/remote_worker_group.h"
+
+namespace folio {
+namespace {
+
+struct Settings {
+  std::string model;
+  std::string model_name;
+  std::string host = "127.0.0.1";
+  int64_t port = 50051;
+  std::string advertise_address;  // what workers dial for the rendezvous
+  std::string workers;            // comma-separated; default worker-host:50061+r
+  std::string worker_host = "127.0.0.1";
+  int64_t worker_base_port = 50061;
+  int64_t tensor_parallel_size = 1;
+  std::string device = "cpu";
+  std::string dtype;
+  int64_t block_size = 16;
+  int64_t kv_cache_mb = 256;
+  int64_t swap_space_mb = 0;
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;
+  int64_t max_model_len = 0;
+  std::string preemption_mode = "auto";
+  std::string scheduling_policy = "fcfs";
+  bool enable_prefix_caching = true;
+  double step_timeout_s = 600;
+  double connect_timeout_s = 120;
+};
+
+constexpr char kUsage[] =
+    "usage: folio-scheduler --model DIR [flags]\n"
+    "Serves folio.v1.Generation and drives the folio-worker ranks.\n";
+
+v1::DType ParseDType(const std::string& name) {
+  if (name == "float32" || name == "f32") return v1::DTYPE_FLOAT32;
+  if (name == "float16" || name == "f16") return v1::DTYPE_FLOAT16;
+  if (name == "bfloat16" || name == "bf16") return v1::DTYPE_BFLOAT16;
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+// Submits a one-token request and waits for it: proof that a real forward
+// pass works before the server reports itself ready.
+absl::Status Warmup(Engine& engine, TokenId token) {
+  struct Sink : GenerateSink {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    absl::Status status;
+    void OnResponse(v1::GenerateResponse r) override {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!r.has_finished()) return;
+      for (const auto& s : r.finished().sequences()) {
+        if (s.reason() == v1::FINISH_REASON_ERROR) status = absl::InternalError(s.error_message());
+      }
+      done = true;
+      cv.notify_all();
+    }
+    void OnError(absl::Status s) override {
+      std::lock_guard<std::mutex> lock(mu);
+      status = s;
+      done = true;
+      cv.notify_all();
+    }
+  };
+  auto sink = std::make_shared<Sink>();
+  v1::GenerateRequest request;
+  request.mutable_token_ids()->add_ids(token);
+  request.mutable_sampling_params()->set_max_tokens(1);
+  request.mutable_sampling_params()->set_temperature(0);
+  absl::StatusOr<std::string> id = engine.Submit(request, sink);
+  if (!id.ok()) return id.status();
+  std::unique_lock<std::mutex> lock(sink->mu);
+  sink->cv.wait(lock, [&] { return sink->done; });
+  return sink->status;
+}
+
+int Run(int argc, char** argv) {
+  Settings s;
+  FlagSet flags;
+  flags.String("model", &s.model, "Hugging Face model directory (config.json, tokenizer.json)");
+  flags.String("model-name", &s.model_name, "name reported by GetModelInfo (default: directory name)");
+  flags.String("host", &s.host, "address to serve clients on");
+  flags.Int("port", &s.port, "client gRPC port");
+  flags.String("advertise-address", &s.advertise_address,
+               "host:port workers reach this scheduler at (default host:port)");
+  flags.String("workers", &s.workers, "comma-separated worker addresses, rank order");
+  flags.String("worker-host", &s.worker_host, "host of the workers when --workers is unset");
+  flags.Int("worker-base-port", &s.worker_base_port, "rank r listens on this + r");
+  flags.Int("tensor-parallel-size", &s.tensor_parallel_size, "worker ranks");
+  flags.String("device", &s.device, "worker device: cpu or cuda");
+  flags.String("dtype", &s.dtype, "float32|float16|bfloat16; empty = the model's");
+  flags.Int("block-size", &s.block_size, "tokens per KV block (8, 16, 32)");
+  flags.Int("kv-cache-mb", &s.kv_cache_mb, "KV cache memory per rank, MiB");
+  flags.Int("swap-space-mb", &s.swap_space_mb, "host memory per rank for swapped-out blocks, MiB");
+  flags.Int("max-num-seqs", &s.max_num_seqs, "running sequences at most");
+  flags.Int("max-num-batched-tokens", &s.max_num_batched_tokens, "token budget of one step");
+  flags.Int("max-model-len", &s.max_model_len, "prompt + output tokens at most; 0 = the model's");
+  flags.String("preemption-mode", &s.preemption_mode, "auto|recompute|swap");
+  flags.String("scheduling-policy", &s.scheduling_policy, "fcfs|priority");
+  flags.Bool("enable-prefix-caching", &s.enable_prefix_caching, "reuse cached prompt blocks");
+  flags.Double("step-timeout-s", &s.step_timeout_s, "a step running longer fails the workers");
+  flags.Double("connect-timeout-s", &s.connect_timeout_s, "wait this long for workers to start");
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf("%s%s", kUsage, flags.Help().c_str());
+      return 0;
+    }
+  }
+  if (absl::Status st = flags.Parse(argc, argv); !st.ok() || s.model.empty()) {
+    std::fprintf(stderr, "folio-scheduler: %s\n%s",
+                 st.ok() ? "--model is required" : std::string(st.message()).c_str(), kUsage);
+    return 2;
+  }
+  auto fail = [](const absl::Status& st) {
+    std::fprintf(stderr, "folio-scheduler: %s\n", std::string(st.message()).c_str());
+    return 1;
+  };
+
+  absl::StatusOr<ModelConfig> model = ModelConfig::LoadFromDirectory(s.model);
+  if (!model.ok()) return fail(model.status());
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::LoadFromDirectory(s.model);
+  if (!tokenizer.ok()) return fail(tokenizer.status());
+  absl::StatusOr<PreemptionMode> preemption = ParsePreemptionMode(s.preemption_mode);
+  if (!preemption.ok()) return fail(preemption.status());
+  absl::StatusOr<SchedulingPolicy> policy = ParseSchedulingPolicy(s.scheduling_policy);
+  if (!policy.ok()) return fail(policy.status());
+
+  // Signals go to one thread; Ctrl-C before the engine is up just exits.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stop = false;
+  std::atomic<bool> ready{false};
+  std::thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (!ready.load()) std::_Exit(128 + sig);
+    std::lock_guard<std::mutex> lock(stop_mu);
+    stop = true;
+    stop_cv.notify_all();
+  }).detach();
+
+  // One server for clients and the workers' rendezvous; Generation answers
+  // UNAVAILABLE and health NOT_SERVING until the workers are up.
+  RendezvousService rendezvous;
+  std::unique_ptr<Engine> engine;
+  GenerationService generation;  // the engine comes once the workers are up
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(absl::StrCat(s.host, ":", s.port), grpc::InsecureServerCredentials(),
+                           &bound_port);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.RegisterService(&rendezvous);
+  builder.RegisterService(&generation);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    return fail(absl::UnavailableError(absl::StrCat("cannot listen on ", s.host, ":", s.port)));
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(false);
+  std::fprintf(stderr, "folio-scheduler: listening on %s:%d, waiting for %lld worker(s)\n",
+               s.host.c_str(), bound_port, static_cast<long long>(s.tensor_parallel_size));
+
+  RemoteWorkerGroup::Options wo;
+  if (s.workers.empty()) {
+    for (int64_t r = 0; r < s.tensor_parallel_size; ++r) {
+      wo.addresses.push_back(absl::StrCat(s.worker_host, ":", s.worker_base_port + r));
+    }
+  } else {
+    wo.addresses = absl::StrSplit(s.workers, ',', absl::SkipEmpty());
+  }
+  const std::string advertise =
+      s.advertise_address.empty() ? absl::StrCat(s.host, ":", bound_port) : s.advertise_address;
+  v1::InitializeRequest& init = wo.initialize;
+  init.set_model_path(s.model);
+  init.set_dtype(ParseDType(s.dtype));
+  init.set_device(s.device);
+  init.set_block_size(static_cast<uint32_t>(s.block_size));
+  init.set_kv_cache_bytes(static_cast<uint64_t>(s.kv_cache_mb) << 20);
+  init.set_swap_space_bytes(static_cast<uint64_t>(s.swap_space_mb) << 20);
+  const int32_t max_model_len =
+      s.max_model_len > 0 ? static_cast<int32_t>(s.max_model_len) : model->max_position_embeddings;
+  init.set_max_model_len(static_cast<uint32_t>(max_model_len));
+  init.set_max_num_batched_tokens(static_cast<uint32_t>(s.max_num_batched_tokens));
+  init.set_max_num_seqs(static_cast<uint32_t>(s.max_num_seqs));
+  if (wo.addresses.size() > 1) {
+    init.set_rendezvous_address(advertise);
+    init.set_rendezvous_prefix(absl::StrCat("folio-", absl::ToUnixNanos(absl::Now()), "/"));
+  }
+  wo.step_timeout = absl::Seconds(s.step_timeout_s);
+  wo.connect_timeout = absl::Seconds(s.connect_timeout_s);
+  absl::StatusOr<std::unique_ptr<RemoteWorkerGroup>> workers = RemoteWorkerGroup::Connect(wo);
+  if (!workers.ok()) {
+    rendezvous.Shutdown();
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    return fail(workers.status());
+  }
+  RemoteWorkerGroup* group = workers->get();
+
+  Engine::Options eo;
+  eo.scheduler.block_size = static_cast<int32_t>(s.block_size);
+  eo.scheduler.num_device_blocks = group->num_device_blocks();
+  eo.scheduler.num_host_blocks = group->num_host_blocks();
+  eo.scheduler.max_num_seqs = static_cast<int32_t>(s.max_num_seqs);
+  eo.scheduler.max_num_batched_tokens = static_cast<int32_t>(s.max_num_batched_tokens);
+  eo.scheduler.max_model_len = max_model_len;
+  eo.scheduler.enable_prefix_caching = s.enable_prefix_caching;
+  eo.scheduler.preemption_mode = *preemption;
+  eo.scheduler.policy = *policy;
+  eo.scheduler.check_invariants = false;
+  eo.model_name = s.model_name;
+  if (eo.model_name.empty()) {
+    std::vector<std::string> parts = absl::StrSplit(s.model, '/', absl::SkipEmpty());
+    eo.model_name = parts.empty() ? s.model : parts.back();
+  }
+  eo.tensor_parallel_size = group->world_size();
+  RequestLimits limits;
+  limits.vocab_size = model->vocab_size;
+  limits.max_model_len = max_model_len;
+  limits.bos_token_id = model->bos_token_id;
+  limits.eos_token_ids = model->eos_token_ids;
+  absl::StatusOr<std::unique_ptr<Engine>> created =
+      Engine::Create(eo, std::move(*tokenizer), limits, std::move(*workers));
+  if (!created.ok()) return fail(created.status());
+  engine = std::move(*created);
+  engine->Start();
+  if (absl::Status st = Warmup(*engine, model->bos_token_id.value_or(0)); !st.ok()) {
+    return fail(absl::InternalError(absl::StrCat("warm-up forward pass failed: ", st.message())));
+  }
+  generation.set_engine(engine.get());
+  health->SetServingStatus(true);
+  ready.store(true);
+  std::fprintf(stderr,
+               "folio-scheduler: serving %s on %s:%d (tp=%d, %d KV blocks of %lld tokens, device %s)\n",
+               eo.model_name.c_str(), s.host.c_str(), bound_port, group->world_size(),
+               group->num_device_blocks(), static_cast<long long>(s.block_size),
+               group->device_name().c_str());
+
+  {
+    std::unique_lock<std::mutex> lock(stop_mu);
+    stop_cv.wait(lock, [&] { return stop; });
+  }
+  std::fprintf(stderr, "folio-scheduler: shutting down\n");
+  health->SetServingStatus(false);
+  engine->Shutdown();  // every live stream ends with FINISH_REASON_ABORT
+  rendezvous.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  generation.set_engine(nullptr);
+  group->Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace folio
+
+int main(int argc, char** argv) { return folio::Run(argc, argv); }

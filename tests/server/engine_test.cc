@@ -1,0 +1,263 @@
+// The engine loop on the demo model with an in-process CPU worker: greedy
+// streams reproduce reference.json, stop strings and stop tokens, n / beam
+// search, abort, shutdown, worker failure, refused requests, and a pool too
+// small for the load. Every workload ends with every KV block free.
+
+#include "scheduler/server/engine.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server_test_util.h"
+
+namespace folio {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace testing_util;
+
+constexpr int kMaxTokens = 24;
+
+void ExpectDrained(Engine& engine, int32_t num_device_blocks, int32_t num_host_blocks = 0) {
+  ASSERT_TRUE(engine.WaitIdle(absl::Seconds(60)));
+  const EngineSnapshot snap = engine.Snapshot();
+  EXPECT_EQ(snap.num_live_requests, 0);
+  EXPECT_EQ(snap.num_running + snap.num_waiting + snap.num_swapped, 0);
+  EXPECT_EQ(snap.num_free_device_blocks, num_device_blocks) << "device KV blocks leaked";
+  EXPECT_EQ(snap.num_free_host_blocks, num_host_blocks) << "host KV blocks leaked";
+}
+
+struct Submitted {
+  std::shared_ptr<RecordingSink> sink = std::make_shared<RecordingSink>();
+  std::string id;
+};
+
+Submitted Submit(Engine& engine, const v1::GenerateRequest& request) {
+  Submitted s;
+  absl::StatusOr<std::string> id = engine.Submit(request, s.sink);
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (id.ok()) s.id = *id;
+  return s;
+}
+
+TEST(EngineTest, GreedyStreamsReproduceTheReference) {
+  std::unique_ptr<Engine> engine = MakeDemoEngine();
+  ASSERT_NE(engine, nullptr);
+  auto tokenizer = Tokenizer::LoadFromDirectory(kDemoDir);
+  ASSERT_TRUE(tokenizer.ok());
+  const std::vector<ReferenceCase> cases = LoadReference();
+  std::vector<Submitted> subs;
+  for (const ReferenceCase& c : cases) {
+    v1::GenerateRequest r = GreedyRequest(c.prompt, kMaxTokens);
+    r.mutable_sampling_params()->set_logprobs(0);
+    subs.push_back(Submit(*engine, r));
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_TRUE(subs[i].sink->Wait());
+    v1::Usage usage;
+    const std::vector<StreamedSequence> seqs = Reassemble(subs[i].sink->responses(), &usage);
+    ASSERT_EQ(seqs.size(), 1u);
+    const std::vector<TokenId> want(cases[i].output_ids.begin(), cases[i].output_ids.begin() + kMaxTokens);
+    EXPECT_EQ(seqs[0].token_ids, want) << "case " << i;
+    ASSERT_EQ(seqs[0].logprobs.size(), want.size());
+    for (int t = 0; t < kMaxTokens; ++t) EXPECT_NEAR(seqs[0].logprobs[t], cases[i].logprobs[t], 1e-3);
+    EXPECT_EQ(seqs[0].text, (*tokenizer)->Decode(seqs[0].token_ids));
+    EXPECT_EQ(seqs[0].finish.reason(), v1::FINISH_REASON_LENGTH);
+    EXPECT_EQ(usage.prompt_tokens(), cases[i].prompt_ids.size());
+    EXPECT_EQ(usage.completion_tokens(), static_cast<uint32_t>(kMaxTokens));
+    for (const v1::GenerateResponse& r : subs[i].sink->responses()) EXPECT_EQ(r.request_id(), subs[i].id);
+  }
+  ExpectDrained(*engine, 256);
+}
+
+TEST(EngineTest, StopStringEndsTheSequenceAndIsNotReturned) {
+  std::unique_ptr<Engine> engine = MakeDemoEngine();
+  ASSERT_NE(engine, nullptr);
+  auto tokenizer = Tokenizer::LoadFromDirectory(kDemoDir);
+  const ReferenceCase c = LoadReference()[0];
+  const std::vector<TokenId> out(c.output_ids.begin(), c.output_ids.begin() + kMaxTokens);
+  const std::string full = (*tokenizer)->Decode(out);
+  // A stop string from the middle of the reference continuation.
+  const std::string stop = full.substr(full.size() / 2, 4);
+  v1::GenerateRequest r = GreedyRequest(c.prompt, kMaxTokens);
+  r.mutable_sampling_params()->add_stop(stop);
+  Submitted s = Submit(*engine, r);
+  ASSERT_TRUE(s.sink->Wait());
+  const std::vector<StreamedSequence> seqs = Reassemble(s.sink->responses());
+  ASSERT_EQ(seqs.size(), 1u);
+  EXPECT_EQ(seqs[0].text, full.substr(0, full.find(stop)));
+  EXPECT_EQ(seqs[0].finish.reason(), v1::FINISH_REASON_STOP);
+  EXPECT_EQ(seqs[0].finish.stop_string(), stop);
+  EXPECT_LT(seqs[0].token_ids.size(), out.size());
+  ExpectDrained(*engine, 256);
+}
+
+TEST(EngineTest, StopTokenIdEndsTheSequence) {
+  std::unique_ptr<Engine> engine = MakeDemoEngine();
+  ASSERT_NE(engine, nullptr);
+  const ReferenceCase c = LoadReference()[1];
+  const TokenId stop_token = c.output_ids[6];
+  const size_t first = std::find(c.output_ids.begin(), c.output_ids.end(), stop_token) - c.output_ids.begin();
+  v1::GenerateRequest r = GreedyRequest(c.prompt, kMaxTokens);
+  r.mutable_sampling_params()->add_stop_token_ids(stop_token);
+  Submitted s = Submit(*engine, r);
+  ASSERT_TRUE(s.sink->Wait());
+  const std::vector<StreamedSequence> seqs = Reassemble(s.sink->responses());
+  ASSERT_EQ(seqs.size(), 1u);
+  EXPECT_EQ(seqs[0].finish.reason(), v1::FINISH_REASON_STOP);
+  EXPECT_EQ(seqs[0].finish.stop_token_id(), stop_token);
+  EXPECT_EQ(seqs[0].token_ids.size(), first + 1);
+  ExpectDrained(*engine, 256);
+}
+
+TEST(EngineTest, ParallelSamplingAndBeamSearchReturnEverySequence) {
+  std::unique_ptr<Engine> engine = MakeDemoEngine();
+  ASSERT_NE(engine, nullptr);
+  v1::GenerateRequest sampled = GreedyRequest("And God said", 12);
+  sampled.mutable_sampling_params()->set_temperature(0.8f);
+  sampled.mutable_sampling_params()->set_seed(11);
+  sampled.mutable_sampling_params()->set_n(3);
+  v1::GenerateRequest best = sampled;
+  best.mutable_sampling_params()->set_n(2);
+  best.mutable_sampling_params()->set_best_of(4);
+  v1::GenerateRequest beam = GreedyRequest("And the earth", 10);
+  beam.mutable_sampling_params()->set_beam_width(3);
+  beam.mutable_sampling_params()->set_n(2);
+  Submitted a = Submit(*engine, sampled), b = Submit(*engine, best), c = Submit(*engine, beam);
+  for (Submitted* s : {&a, &b, &c}) ASSERT_TRUE(s->sink->Wait());
+  auto check = [](const Submitted& s, size_t n, size_t max_tokens) {
+    const std::vector<StreamedSequence> seqs = Reassemble(s.sink->responses());
+    ASSERT_EQ(seqs.size(), n);
+    for (const StreamedSequence& q : seqs) {
+      EXPECT_GT(q.token_ids.size(), 0u);
+      EXPECT_LE(q.token_ids.size(), max_tokens);
+      EXPECT_NE(q.finish.reason(), v1::FINISH_REASON_UNSPECIFIED);
+      EXPECT_NE(q.finish.reason(), v1::FINISH_REASON_ERROR);
+    }
+  };
+  check(a, 3, 12);
+  check(b, 2, 12);
+  check(c, 2, 10);
+  // Seeded sampling repeats itself.
+  Submitted again = Submit(*engine, sampled);
+  ASSERT_TRUE(again.sink->Wait());
+  const auto first = Reassemble(a.sink->responses()), second = Reassemble(again.sink->responses());
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(first[i].token_ids, second[i].token_ids);
+  ExpectDrained(*engine, 256);
+}
+
+TEST(EngineTest, AbortEndsAStreamMidwayAndFreesItsBlocks) {
+  std::unique_ptr<Engine> engine = MakeDemoEngine();
+  ASSERT_NE(engine, nullptr);
+  v1::GenerateRequest r = GreedyRequest("In the beginning", 400);
+  r.set_request_id("long-one");
+  Submitted s = Submit(*engine, r);
+  EXPECT_EQ(s.id, "long-one");
+  ASSERT_TRUE(s.sink->WaitFirstChunk());
+  EXPECT_TRUE(engine->Abort("long-one"));
+  ASSERT_TRUE(s.sink->Wait());
+  const std::vector<StreamedSequence> seqs = Reassemble(s.sink->responses());
+  ASSERT_EQ(seqs.size(), 1u);
+  EXPECT_EQ(seqs[0].finish.reason(), v1::FINISH_REASON_ABORT);
+  EXPECT_LT(seqs[0].token_ids.size(), 400u);
+  EXPECT_FALSE(engine->Abort("long-one"));  // no longer live
+  ExpectDrained(*engine, 256);
+}
+
+TEST(EngineTest, RefusesDuplicateIdsAndRequestsTheSchedulerCannotRun) {
+  std::unique_ptr<Engine> engine = MakeDemoEngine();
+  ASSERT_NE(engine, nullptr);
+  v1::GenerateRequest r = GreedyRequest("In the beginning", 200);
+  r.set_request_id("dup");
+  Submitted first = Submit(*engine, r);
+  absl::StatusOr<std::string> second = engine->Submit(r, std::make_shared<RecordingSink>());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
+  engine->Abort("dup");
+  ASSERT_TRUE(first.sink->Wait());
+
+  // best_of beyond max_num_seqs can never run: refused, not queued forever.
+  v1::GenerateRequest wide = GreedyRequest("In the beginning", 4);
+  wide.mutable_sampling_params()->set_best_of(65);
+  wide.mutable_sampling_params()->set_temperature(1);
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(engine->Submit(wide, sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  EXPECT_EQ(sink->error().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(sink->error().message()), HasSubstr("best_of"));
+  EXPECT_TRUE(sink->responses().empty());
+
+  // Still serving.
+  Submitted ok = Submit(*engine, GreedyRequest("And God", 3));
+  ASSERT_TRUE(ok.sink->Wait());
+  EXPECT_EQ(Reassemble(ok.sink->responses())[0].token_ids.size(), 3u);
+  ExpectDrained(*engine, 256);
+}
+
+TEST(EngineTest, ShutdownAbortsEveryLiveRequest) {
+  std::unique_ptr<Engine> engine = MakeDemoEngine();
+  ASSERT_NE(engine, nullptr);
+  std::vector<Submitted> subs;
+  for (int i = 0; i < 4; ++i) subs.push_back(Submit(*engine, GreedyRequest("In the beginning", 500)));
+  ASSERT_TRUE(subs[0].sink->WaitFirstChunk());
+  engine->Shutdown();
+  for (Submitted& s : subs) {
+    ASSERT_TRUE(s.sink->Wait(absl::Seconds(1)));
+    EXPECT_EQ(Reassemble(s.sink->responses())[0].finish.reason(), v1::FINISH_REASON_ABORT);
+  }
+  EXPECT_EQ(engine->Submit(GreedyRequest("x", 1), std::make_shared<RecordingSink>()).status().code(),
+            absl::StatusCode::kUnavailable);
+  const EngineSnapshot snap = engine->Snapshot();
+  EXPECT_EQ(snap.num_free_device_blocks, 256);
+}
+
+TEST(EngineTest, AWorkerFailureEndsEveryRequestWithAnError) {
+  CpuWorkerGroup* group = nullptr;
+  EngineSetup setup;
+  setup.group_out = &group;
+  std::unique_ptr<Engine> engine = MakeDemoEngine(setup);
+  ASSERT_NE(engine, nullptr);
+  Submitted before = Submit(*engine, GreedyRequest("In the beginning", 3));
+  ASSERT_TRUE(before.sink->Wait());
+  ASSERT_TRUE(engine->WaitIdle(absl::Seconds(10)));
+  group->FailFromStep(0);  // every later step fails
+  Submitted s = Submit(*engine, GreedyRequest("In the beginning", 50));
+  ASSERT_TRUE(s.sink->Wait());
+  const std::vector<StreamedSequence> seqs = Reassemble(s.sink->responses());
+  ASSERT_EQ(seqs.size(), 1u);
+  EXPECT_EQ(seqs[0].finish.reason(), v1::FINISH_REASON_ERROR);
+  EXPECT_THAT(seqs[0].finish.error_message(), HasSubstr("injected worker failure"));
+  EXPECT_FALSE(engine->healthy());
+  EXPECT_EQ(engine->Submit(GreedyRequest("x", 1), std::make_shared<RecordingSink>()).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+// A pool far too small for the load: preemption (recompute and swap) gives
+// the same greedy tokens as an ample pool.
+TEST(EngineTest, PreemptionUnderATinyPoolKeepsTheOutputs) {
+  const std::vector<ReferenceCase> cases = LoadReference();
+  for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
+    EngineSetup setup;
+    setup.num_device_blocks = 12;  // 192 token slots for 8 prompts + 24 tokens each
+    setup.num_host_blocks = mode == PreemptionMode::kSwap ? 64 : 0;
+    setup.preemption_mode = mode;
+    std::unique_ptr<Engine> engine = MakeDemoEngine(setup);
+    ASSERT_NE(engine, nullptr);
+    std::vector<Submitted> subs;
+    for (const ReferenceCase& c : cases) subs.push_back(Submit(*engine, GreedyRequest(c.prompt, kMaxTokens)));
+    for (size_t i = 0; i < cases.size(); ++i) {
+      ASSERT_TRUE(subs[i].sink->Wait());
+      const std::vector<TokenId> want(cases[i].output_ids.begin(), cases[i].output_ids.begin() + kMaxTokens);
+      EXPECT_EQ(Reassemble(subs[i].sink->responses())[0].token_ids, want)
+          << "case " << i << " mode " << PreemptionModeName(mode);
+    }
+    EXPECT_GT(engine->Snapshot().num_preemptions, 0) << "the pool was meant to be too small";
+    ExpectDrained(*engine, setup.num_device_blocks, setup.num_host_blocks);
+  }
+}
+
+}  // namespace
+}  // namespace folio

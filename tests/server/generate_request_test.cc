@@ -1,0 +1,127 @@
+// ParseGenerateRequest: defaults, tokenization and INVALID_ARGUMENT errors
+// that name the offending field.
+
+#include "scheduler/server/generate_request.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server_test_util.h"
+
+namespace folio {
+namespace {
+
+using ::testing::HasSubstr;
+
+class GenerateRequestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto t = Tokenizer::LoadFromDirectory(testing_util::kDemoDir);
+    ASSERT_TRUE(t.ok());
+    tokenizer_ = std::move(*t);
+    limits_.vocab_size = 2048;
+    limits_.max_model_len = 64;
+    limits_.bos_token_id = 2046;
+    limits_.eos_token_ids = {2047};
+  }
+  absl::StatusOr<ParsedRequest> Parse(const v1::GenerateRequest& r) {
+    return ParseGenerateRequest(r, *tokenizer_, limits_);
+  }
+  void ExpectInvalid(const v1::GenerateRequest& r, const std::string& field) {
+    absl::StatusOr<ParsedRequest> p = Parse(r);
+    ASSERT_FALSE(p.ok()) << "accepted, expected an error naming " << field;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr(field));
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  RequestLimits limits_;
+};
+
+TEST_F(GenerateRequestTest, DefaultsFollowVllm) {
+  v1::GenerateRequest r;
+  r.set_text("In the beginning");
+  absl::StatusOr<ParsedRequest> p = Parse(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->spec.prompt.front(), 2046);  // BOS first
+  EXPECT_EQ(p->spec.sampling.temperature, 1.0f);
+  EXPECT_EQ(p->spec.sampling.top_p, 1.0f);
+  EXPECT_EQ(p->spec.sampling.max_tokens, 16);
+  EXPECT_EQ(p->spec.sampling.n, 1);
+  EXPECT_EQ(p->spec.sampling.best_of, 1);
+  EXPECT_FALSE(p->spec.sampling.seed.has_value());
+  EXPECT_FALSE(p->logprobs.has_value());
+  EXPECT_FALSE(p->request_id.has_value());
+  EXPECT_EQ(p->spec.eos_token_ids, std::vector<TokenId>{2047});
+}
+
+TEST_F(GenerateRequestTest, CarriesEverySetting) {
+  v1::GenerateRequest r;
+  r.set_request_id("abc");
+  r.mutable_token_ids()->add_ids(5);
+  r.mutable_token_ids()->add_ids(6);
+  auto* s = r.mutable_sampling_params();
+  s->set_temperature(0.5f);
+  s->set_top_k(-1);
+  s->set_top_p(0.9f);
+  s->set_min_p(0.1f);
+  s->set_seed(42);
+  s->set_n(2);
+  s->set_best_of(3);
+  s->set_max_tokens(7);
+  s->add_stop("amen");
+  s->add_stop_token_ids(9);
+  s->set_logprobs(3);
+  s->set_priority(-2);
+  s->set_cache_salt("tenant");
+  absl::StatusOr<ParsedRequest> p = Parse(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p->request_id, "abc");
+  EXPECT_EQ(p->spec.prompt, (std::vector<TokenId>{5, 6}));  // token ids: no BOS added
+  EXPECT_EQ(p->spec.sampling.top_k, 0);
+  EXPECT_EQ(*p->spec.sampling.seed, 42u);
+  EXPECT_EQ(p->spec.sampling.best_of, 3);
+  EXPECT_EQ(p->spec.sampling.max_tokens, 7);
+  EXPECT_EQ(p->stop_strings, std::vector<std::string>{"amen"});
+  EXPECT_EQ(*p->logprobs, 3);
+  EXPECT_EQ(p->spec.priority, -2);
+  EXPECT_EQ(p->spec.cache_salt, "tenant");
+}
+
+TEST_F(GenerateRequestTest, ErrorsNameTheField) {
+  v1::GenerateRequest r;
+  ExpectInvalid(r, "prompt");
+  r.set_text("");
+  ExpectInvalid(r, "text");
+  r.mutable_token_ids();
+  ExpectInvalid(r, "token_ids.ids");
+  r.mutable_token_ids()->add_ids(1);
+  r.mutable_token_ids()->add_ids(5000);
+  ExpectInvalid(r, "token_ids.ids[1]");
+
+  auto with = [&](auto set) {
+    v1::GenerateRequest q;
+    q.set_text("hello");
+    set(*q.mutable_sampling_params());
+    return q;
+  };
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_top_p(1.5f); }), "sampling_params.top_p");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_temperature(-1); }), "sampling_params.temperature");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_max_tokens(0); }), "sampling_params.max_tokens");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_n(3); s.set_best_of(2); }), "sampling_params.best_of");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.add_stop(""); }), "sampling_params.stop[0]");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.add_stop_token_ids(4096); }),
+                "sampling_params.stop_token_ids[0]");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_logprobs(50); }), "sampling_params.logprobs");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_n(4000000000u); }), "sampling_params.n");
+
+  v1::GenerateRequest long_prompt;
+  long_prompt.mutable_token_ids()->mutable_ids()->Resize(64, 7);
+  ExpectInvalid(long_prompt, "max_model_len");
+  v1::GenerateRequest empty_id;
+  empty_id.set_text("x");
+  empty_id.set_request_id("");
+  ExpectInvalid(empty_id, "request_id");
+}
+
+}  // namespace
+}  // namespace folio

@@ -1,0 +1,199 @@
+#ifndef FOLIO_TESTS_SERVER_SERVER_TEST_UTIL_H_
+#define FOLIO_TESTS_SERVER_SERVER_TEST_UTIL_H_
+
+// Shared by the server tests: the demo model behind an engine with an
+// in-process CPU worker, a sink that records a request's stream, and the
+// greedy references of models/folio-demo/reference.json.
+
+#include <condition_variable>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/model_config.h"
+#include "common/tokenizer.h"
+#include "common/worker_group.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/server/engine.h"
+#include "worker/cpu_worker.h"
+
+namespace folio::testing_util {
+
+inline const std::string kDemoDir = std::string(FOLIO_SOURCE_DIR) + "/models/folio-demo";
+
+// One CPU worker in this process, optionally failing from a given step on.
+class CpuWorkerGroup final : public WorkerGroup {
+ public:
+  explicit CpuWorkerGroup(std::unique_ptr<CpuWorker> worker) : worker_(std::move(worker)) {}
+  absl::StatusOr<StepResult> Execute(const StepPlan& plan) override {
+    if (fail_from_step_ >= 0 && static_cast<int64_t>(plan.step_id) >= fail_from_step_) {
+      return absl::UnavailableError("injected worker failure");
+    }
+    return worker_->Execute(plan);
+  }
+  void FailFromStep(int64_t step) { fail_from_step_ = step; }
+
+ private:
+  std::unique_ptr<CpuWorker> worker_;
+  int64_t fail_from_step_ = -1;
+};
+
+struct EngineSetup {
+  int32_t num_device_blocks = 256;
+  int32_t num_host_blocks = 0;
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+  PreemptionMode preemption_mode = PreemptionMode::kAuto;
+  CpuWorkerGroup** group_out = nullptr;  // to inject failures
+};
+
+inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
+  CpuWorker::Options wo;
+  wo.model_dir = kDemoDir;
+  wo.block_size = setup.block_size;
+  wo.num_device_blocks = setup.num_device_blocks;
+  wo.num_host_blocks = setup.num_host_blocks;
+  absl::StatusOr<std::unique_ptr<CpuWorker>> worker = CpuWorker::Create(wo);
+  EXPECT_TRUE(worker.ok()) << worker.status();
+  if (!worker.ok()) return nullptr;
+  const ModelConfig config = (*worker)->config();
+  auto group = std::make_unique<CpuWorkerGroup>(std::move(*worker));
+  if (setup.group_out != nullptr) *setup.group_out = group.get();
+
+  Engine::Options eo;
+  eo.scheduler.block_size = setup.block_size;
+  eo.scheduler.num_device_blocks = setup.num_device_blocks;
+  eo.scheduler.num_host_blocks = setup.num_host_blocks;
+  eo.scheduler.max_num_seqs = setup.max_num_seqs;
+  eo.scheduler.max_num_batched_tokens = setup.max_num_batched_tokens;
+  eo.scheduler.max_model_len = config.max_position_embeddings;
+  eo.scheduler.preemption_mode = setup.preemption_mode;
+  eo.scheduler.check_invariants = true;
+  eo.model_name = "folio-demo";
+  RequestLimits limits;
+  limits.vocab_size = config.vocab_size;
+  limits.max_model_len = config.max_position_embeddings;
+  limits.bos_token_id = config.bos_token_id;
+  limits.eos_token_ids = config.eos_token_ids;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::LoadFromDirectory(kDemoDir);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(eo, std::move(*tokenizer), limits, std::move(group));
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return nullptr;
+  (*engine)->Start();
+  return std::move(*engine);
+}
+
+// Records one request's stream; Wait() blocks (with a deadline) for its end.
+class RecordingSink final : public GenerateSink {
+ public:
+  void OnResponse(v1::GenerateResponse response) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (response.has_finished()) done_ = true;
+    responses_.push_back(std::move(response));
+    cv_.notify_all();
+  }
+  void OnError(absl::Status status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = status;
+    done_ = true;
+    cv_.notify_all();
+  }
+  bool Wait(absl::Duration timeout = absl::Seconds(120)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [&] { return done_; });
+  }
+  // Waits until at least one chunk arrived.
+  bool WaitFirstChunk(absl::Duration timeout = absl::Seconds(120)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                        [&] { return done_ || !responses_.empty(); });
+  }
+  std::vector<v1::GenerateResponse> responses() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return responses_;
+  }
+  absl::Status error() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<v1::GenerateResponse> responses_;
+  absl::Status error_;
+  bool done_ = false;
+};
+
+// One output sequence, reassembled from a stream.
+struct StreamedSequence {
+  std::string text;
+  std::vector<TokenId> token_ids;
+  std::vector<float> logprobs;
+  v1::SequenceFinish finish;
+};
+
+// Concatenates the deltas of every chunk; the Finished message goes last.
+inline std::vector<StreamedSequence> Reassemble(const std::vector<v1::GenerateResponse>& stream,
+                                                v1::Usage* usage = nullptr) {
+  std::vector<StreamedSequence> out;
+  for (const v1::GenerateResponse& r : stream) {
+    if (r.has_chunk()) {
+      for (const v1::SequenceDelta& d : r.chunk().deltas()) {
+        if (out.size() <= d.index()) out.resize(d.index() + 1);
+        StreamedSequence& s = out[d.index()];
+        s.text += d.text();
+        s.token_ids.insert(s.token_ids.end(), d.token_ids().begin(), d.token_ids().end());
+        for (const v1::TokenLogprob& lp : d.logprobs()) s.logprobs.push_back(lp.logprob());
+      }
+    } else if (r.has_finished()) {
+      for (const v1::SequenceFinish& f : r.finished().sequences()) {
+        if (out.size() <= f.index()) out.resize(f.index() + 1);
+        out[f.index()].finish = f;
+      }
+      if (usage != nullptr) *usage = r.finished().usage();
+    }
+  }
+  return out;
+}
+
+struct ReferenceCase {
+  std::string prompt;
+  std::vector<TokenId> prompt_ids, output_ids;
+  std::vector<double> logprobs;
+};
+
+inline std::vector<ReferenceCase> LoadReference() {
+  std::ifstream in(kDemoDir + "/reference.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<ReferenceCase> cases;
+  for (const auto& c : j.at("cases")) {
+    ReferenceCase rc;
+    rc.prompt = c.at("prompt").get<std::string>();
+    rc.prompt_ids = c.at("prompt_token_ids").get<std::vector<TokenId>>();
+    rc.output_ids = c.at("output_token_ids").get<std::vector<TokenId>>();
+    rc.logprobs = c.at("logprobs").get<std::vector<double>>();
+    cases.push_back(std::move(rc));
+  }
+  return cases;
+}
+
+inline v1::GenerateRequest GreedyRequest(const std::string& prompt, int max_tokens) {
+  v1::GenerateRequest r;
+  r.set_text(prompt);
+  r.mutable_sampling_params()->set_temperature(0);
+  r.mutable_sampling_params()->set_max_tokens(max_tokens);
+  r.mutable_sampling_params()->set_ignore_eos(true);
+  return r;
+}
+
+}  // namespace folio::testing_util
+
+#endif  // FOLIO_TESTS_SERVER_SERVER_TEST_UTIL_H_
