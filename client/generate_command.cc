@@ -1,0 +1,204 @@
+// `folio generate`: a streaming gRPC client of folio.v1.Generation. Text
+// goes to stdout as it arrives; --json prints every stream message as one
+// JSON line instead. Interrupting it closes the stream, which aborts the
+// request on the server.
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "client/commands.h"
+#include "common/flags.h"
+#include "folio/v1/generation.grpc.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+
+namespace folio {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: folio generate [flags] PROMPT\n"
+    "Streams a generation from a running folio cluster (folio serve).\n";
+
+const char* ReasonName(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_LENGTH: return "length";
+    case v1::FINISH_REASON_STOP: return "stop";
+    case v1::FINISH_REASON_EOS: return "eos";
+    case v1::FINISH_REASON_ABORT: return "abort";
+    case v1::FINISH_REASON_ERROR: return "error";
+    default: return "unspecified";
+  }
+}
+
+}  // namespace
+
+int GenerateMain(int argc, char** argv) {
+  std::string address = "127.0.0.1:50051";
+  std::string request_id;
+  int64_t max_tokens = 64, top_k = 0, n = 1, best_of = 0, beam_width = 0, logprobs = -1,
+          seed = -1, priority = 0;
+  double temperature = 1.0, top_p = 1.0, min_p = 0.0, repetition_penalty = 1.0,
+         presence_penalty = 0.0, frequency_penalty = 0.0, timeout_s = 600, wait_s = 0;
+  bool ignore_eos = false, json = false, token_ids_only = false;
+  std::vector<std::string> stops, stop_token_ids;
+  FlagSet flags;
+  flags.String("address", &address, "the scheduler's client address");
+  flags.Int("max-tokens", &max_tokens, "new tokens at most");
+  flags.Double("temperature", &temperature, "0 = greedy");
+  flags.Double("top-p", &top_p, "nucleus mass");
+  flags.Int("top-k", &top_k, "0 = off");
+  flags.Double("min-p", &min_p, "0 = off");
+  flags.Double("repetition-penalty", &repetition_penalty, "1 = off");
+  flags.Double("presence-penalty", &presence_penalty, "0 = off");
+  flags.Double("frequency-penalty", &frequency_penalty, "0 = off");
+  flags.Int("seed", &seed, "deterministic sampling; -1 = random");
+  flags.Int("n", &n, "sequences returned");
+  flags.Int("best-of", &best_of, "candidates sampled; 0 = n");
+  flags.Int("beam-width", &beam_width, "> 1 = beam search");
+  flags.Strings("stop", &stops, "stop string");
+  flags.Strings("stop-token-id", &stop_token_ids, "stop token id");
+  flags.Bool("ignore-eos", &ignore_eos, "keep going past end-of-sequence");
+  flags.Int("logprobs", &logprobs, "top log-probs per token; -1 = none");
+  flags.Int("priority", &priority, "lower runs sooner (priority scheduling)");
+  flags.String("request-id", &request_id, "client-chosen id (for Abort)");
+  flags.Bool("json", &json, "print every stream message as a JSON line");
+  flags.Bool("token-ids", &token_ids_only, "PROMPT is space-separated token ids");
+  flags.Double("timeout-s", &timeout_s, "deadline of the whole call");
+  flags.Double("wait-s", &wait_s, "wait this long for the server to come up");
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf("%s%s", kUsage, flags.Help().c_str());
+      return 0;
+    }
+  }
+  if (absl::Status s = flags.Parse(argc, argv, 0); !s.ok()) {
+    std::fprintf(stderr, "folio generate: %s\n%s", std::string(s.message()).c_str(), kUsage);
+    return 2;
+  }
+  if (flags.positional().size() != 1) {
+    std::fprintf(stderr, "folio generate: give exactly one PROMPT\n%s", kUsage);
+    return 2;
+  }
+
+  v1::GenerateRequest request;
+  if (token_ids_only) {
+    for (absl::string_view word : absl::StrSplit(flags.positional()[0], ' ', absl::SkipEmpty())) {
+      int id;
+      if (!absl::SimpleAtoi(word, &id)) {
+        std::fprintf(stderr, "folio generate: '%s' is not a token id\n", std::string(word).c_str());
+        return 2;
+      }
+      request.mutable_token_ids()->add_ids(id);
+    }
+  } else {
+    request.set_text(flags.positional()[0]);
+  }
+  if (!request_id.empty()) request.set_request_id(request_id);
+  v1::SamplingParams* sp = request.mutable_sampling_params();
+  sp->set_max_tokens(static_cast<uint32_t>(std::max<int64_t>(0, max_tokens)));
+  sp->set_temperature(static_cast<float>(temperature));
+  sp->set_top_p(static_cast<float>(top_p));
+  sp->set_top_k(static_cast<int32_t>(top_k));
+  sp->set_min_p(static_cast<float>(min_p));
+  sp->set_repetition_penalty(static_cast<float>(repetition_penalty));
+  sp->set_presence_penalty(static_cast<float>(presence_penalty));
+  sp->set_frequency_penalty(static_cast<float>(frequency_penalty));
+  if (seed >= 0) sp->set_seed(static_cast<uint64_t>(seed));
+  sp->set_n(static_cast<uint32_t>(n));
+  sp->set_best_of(static_cast<uint32_t>(best_of));
+  sp->set_beam_width(static_cast<uint32_t>(beam_width));
+  for (const std::string& s : stops) sp->add_stop(s);
+  for (const std::string& s : stop_token_ids) {
+    int id;
+    if (!absl::SimpleAtoi(s, &id)) {
+      std::fprintf(stderr, "folio generate: --stop-token-id needs an integer, got '%s'\n", s.c_str());
+      return 2;
+    }
+    sp->add_stop_token_ids(id);
+  }
+  sp->set_ignore_eos(ignore_eos);
+  if (logprobs >= 0) sp->set_logprobs(static_cast<uint32_t>(logprobs));
+  sp->set_priority(static_cast<int32_t>(priority));
+
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = v1::Generation::NewStub(channel);
+  // Without --json: stream sequence 0 live; others (n > 1) print at the end.
+  std::vector<std::string> texts;
+  v1::Finished finished;
+  google::protobuf::util::JsonPrintOptions json_options;
+  json_options.preserve_proto_field_names = true;
+  bool received = false;
+  auto call = [&]() -> grpc::Status {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    ctx.set_wait_for_ready(wait_s > 0);
+    auto reader = stub->Generate(&ctx, request);
+    v1::GenerateResponse response;
+    while (reader->Read(&response)) {
+      received = true;
+      if (json) {
+        std::string line;
+        (void)google::protobuf::util::MessageToJsonString(response, &line, json_options);
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+        continue;
+      }
+      if (response.has_finished()) {
+        finished = response.finished();
+        continue;
+      }
+      for (const v1::SequenceDelta& d : response.chunk().deltas()) {
+        if (texts.size() <= d.index()) texts.resize(d.index() + 1);
+        texts[d.index()] += d.text();
+        if (n <= 1 && d.index() == 0 && beam_width <= 1) {
+          std::fputs(d.text().c_str(), stdout);
+          std::fflush(stdout);
+        }
+      }
+    }
+    return reader->Finish();
+  };
+  // --wait-s: also wait out a server that is up but still loading its model.
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
+  grpc::Status status = call();
+  while (!status.ok() && !received && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    status = call();
+  }
+  if (!status.ok()) {
+    if (!json && n <= 1) std::fputs("\n", stdout);
+    const bool down = status.error_code() == grpc::StatusCode::UNAVAILABLE;
+    std::fprintf(stderr, "folio generate: %s%s\n", status.error_message().c_str(),
+                 down ? absl::StrCat(" (is a cluster serving at ", address, "?)").c_str() : "");
+    return 1;
+  }
+  if (json) return 0;
+  if (n > 1 || beam_width > 1) {
+    for (size_t i = 0; i < texts.size(); ++i) std::printf("[%zu] %s\n", i, texts[i].c_str());
+  } else {
+    std::fputs("\n", stdout);
+  }
+  std::vector<std::string> reasons;
+  for (const v1::SequenceFinish& f : finished.sequences()) {
+    reasons.push_back(ReasonName(f.reason()));
+    if (f.reason() == v1::FINISH_REASON_ERROR) {
+      std::fprintf(stderr, "folio generate: sequence %u failed: %s\n", f.index(), f.error_message().c_str());
+    }
+  }
+  std::fprintf(stderr, "[finish: %s; prompt %u tokens (%u cached), completion %u tokens]\n",
+               absl::StrJoin(reasons, ",").c_str(), finished.usage().prompt_tokens(),
+               finished.usage().cached_prompt_tokens(), finished.usage().completion_tokens());
+  return 0;
+}
+
+}  // namespace folio

@@ -1,0 +1,166 @@
+// `folio serve`: a whole local cluster in one command. Starts one
+// folio-worker per tensor-parallel rank and folio-scheduler, found next to
+// this binary; forwards flags it does not know to folio-scheduler. Ctrl-C
+// (or SIGTERM) stops the scheduler first — it ends every stream and tells
+// the workers to exit — then anything still running.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/commands.h"
+
+namespace folio {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: folio serve [--model DIR] [--tensor-parallel-size N | --tp N] [--port 50051]\n"
+    "                   [--worker-base-port 50061] [folio-scheduler flags...]\n"
+    "Runs folio-scheduler and N folio-worker processes on 127.0.0.1 (default model:\n"
+    "the demo model). Other flags go to folio-scheduler (folio-scheduler --help).\n";
+
+std::string BinaryDir() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : self.parent_path().string();
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  // Child: default signal handling; the parent relays Ctrl-C in order.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  setpgid(0, 0);  // the terminal's Ctrl-C reaches only the parent
+  for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(argv[0], argv.data());
+  std::fprintf(stderr, "folio serve: cannot run %s: %s\n", argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+// Waits up to `timeout` for `pid`; true when it exited (status in *status).
+bool WaitFor(pid_t pid, std::chrono::milliseconds timeout, int* status) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid || r < 0) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void Stop(pid_t pid, std::chrono::milliseconds grace) {
+  int status;
+  if (waitpid(pid, &status, WNOHANG) != 0) return;  // already gone
+  kill(pid, SIGTERM);
+  if (!WaitFor(pid, grace, &status)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+}
+
+}  // namespace
+
+int ServeMain(int argc, char** argv) {
+  std::string model;
+  int tp = 1;
+  int worker_base_port = 50061;
+  std::vector<std::string> scheduler_args;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "folio serve: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--model") {
+      model = value();
+    } else if (a == "--tp" || a == "--tensor-parallel-size") {
+      tp = std::atoi(value().c_str());
+    } else if (a == "--worker-base-port") {
+      worker_base_port = std::atoi(value().c_str());
+    } else {
+      scheduler_args.push_back(a);
+    }
+  }
+  if (tp < 1 || tp > 64) {
+    std::fprintf(stderr, "folio serve: --tensor-parallel-size must be in [1, 64], got %d\n", tp);
+    return 2;
+  }
+  if (model.empty()) {
+    model = std::filesystem::exists("models/folio-demo") ? "models/folio-demo" : FOLIO_DEMO_MODEL_DIR;
+  }
+  const std::string dir = BinaryDir();
+
+  // Ctrl-C and SIGTERM are handled here, in order, not by the children.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+
+  // Each worker gets an equal share of the cores for its kernel threads.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(tp)));
+  std::vector<pid_t> workers;
+  for (int r = 0; r < tp; ++r) {
+    workers.push_back(Spawn({dir + "/folio-worker", "--rank", std::to_string(r), "--port",
+                             std::to_string(worker_base_port + r)},
+                            {"OMP_NUM_THREADS=" + threads, "OPENBLAS_NUM_THREADS=" + threads}));
+  }
+  std::vector<std::string> args = {dir + "/folio-scheduler", "--model", model,
+                                   "--tensor-parallel-size", std::to_string(tp),
+                                   "--worker-base-port", std::to_string(worker_base_port)};
+  args.insert(args.end(), scheduler_args.begin(), scheduler_args.end());
+  pid_t scheduler = Spawn(args, {});
+
+  // Until a signal, or until any process exits on its own.
+  int exit_code = 0;
+  while (true) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != SIGCHLD) {
+      std::fprintf(stderr, "folio serve: stopping\n");
+      break;
+    }
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) continue;
+    const std::string who = pid == scheduler ? "folio-scheduler" : "a folio-worker";
+    std::fprintf(stderr, "folio serve: %s exited (%s %d); stopping the cluster\n", who.c_str(),
+                 WIFEXITED(status) ? "status" : "signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    exit_code = 1;
+    if (pid == scheduler) scheduler = -1;
+    for (pid_t& w : workers) {
+      if (w == pid) w = -1;
+    }
+    break;
+  }
+  if (scheduler > 0) Stop(scheduler, std::chrono::seconds(15));
+  for (pid_t w : workers) {
+    if (w > 0) Stop(w, std::chrono::seconds(10));
+  }
+  return exit_code;
+}
+
+}  // namespace folio
