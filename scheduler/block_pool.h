@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "common/types.h"
 #include "scheduler/block_hash.h"
+#include "scheduler/prefetch.h"
 
 namespace folio {
 
@@ -46,6 +47,8 @@ class BlockPool {
   // queue: cached blocks at the tail, others at the head.
   void DecRef(BlockId id);
   int32_t ref_count(BlockId id) const { return ref_counts_[id]; }
+  // Fetches the cache line holding ref_count(id) (the scheduler's lookahead).
+  void PrefetchRefCount(BlockId id) const { PrefetchLine(&ref_counts_[id]); }
 
   // Prefix cache. Lookup returns the block holding content `hash`, or kNoBlock.
   BlockId Lookup(const BlockHash& hash) const;

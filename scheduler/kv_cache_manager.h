@@ -83,6 +83,12 @@ class KvCacheManager {
                             std::span<const int32_t> num_new_tokens,
                             int32_t reserve_tokens) const;
   int32_t num_free_device_blocks() const { return device_pool_.num_free_blocks(); }
+  // Fetches the reference count AllocateSlots reads before writing into the
+  // last block of seq's (device) table. A hint: does nothing else.
+  void PrefetchForAppend(const Sequence& seq) const {
+    const BlockTable& table = seq.block_table();
+    if (!table.empty() && !table.on_host()) device_pool_.PrefetchRefCount(table.back());
+  }
 
   // Makes room for tokens [num_computed, num_computed + num_new_tokens) of
   // `seq`: appends blocks, and copies any shared block about to be written

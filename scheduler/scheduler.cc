@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "scheduler/prefetch.h"
 #include "scheduler/reservation_space.h"
 
 namespace folio {
@@ -147,8 +148,8 @@ bool Scheduler::PlanTokens(const Request& r, int32_t budget, std::vector<int32_t
   return left < budget;
 }
 
-void Scheduler::Commit(Request& r, const std::vector<int32_t>& counts, bool sample,
-                       StepPlan& plan, int32_t& budget) {
+bool Scheduler::Commit(Request& r, const std::vector<int32_t>& counts, bool sample,
+                       StepPlan& plan, int32_t& budget, bool may_fail) {
   const SamplingParams& sp = r.spec.sampling;
   SampleMode mode = SampleMode::kNone;
   int32_t num_samples = 0;
@@ -165,6 +166,10 @@ void Scheduler::Commit(Request& r, const std::vector<int32_t>& counts, bool samp
     Sequence& seq = *r.seqs[i];
     const bool ok = kv_.AllocateSlots(seq, counts[i], r.reserved_tokens, r.spec.cache_salt,
                                       &plan.copies);
+    if (!ok && may_fail) {
+      FOLIO_CHECK(r.seqs.size() == 1);  // so nothing was allocated yet
+      return false;
+    }
     FOLIO_CHECK(ok);
     if (counts[i] == 0) continue;
     // Emitted now, while seq is in cache: nothing later in this step touches
@@ -173,53 +178,81 @@ void Scheduler::Commit(Request& r, const std::vector<int32_t>& counts, bool samp
                   plan);
     budget -= counts[i];
   }
+  return true;
 }
 
 namespace {
+
+// `v.assign(first, last)`, cheaper for the one element a decode step
+// carries: InlinedVector::assign costs ~40 instructions more than push_back.
+template <typename Vec, typename It>
+void AssignFew(Vec& v, It first, It last) {
+  if (last - first == 1) {
+    v.clear();
+    v.push_back(*first);
+  } else {
+    v.assign(first, last);
+  }
+}
 
 // Fetches what scheduling a sequence reads beyond the sequence itself: its
 // block-table tail and the tokens the plan carries.
 void PrefetchSequenceTails(const Sequence& seq) {
   const std::vector<BlockId>& blocks = seq.block_table().blocks();
-  if (!blocks.empty()) __builtin_prefetch(&blocks.back());
-  __builtin_prefetch(seq.tokens().data() + seq.num_computed_tokens());
+  if (!blocks.empty()) PrefetchLine(&blocks.back());
+  PrefetchLine(seq.tokens().data() + seq.num_computed_tokens());
 }
 
 }  // namespace
 
 void Scheduler::ScheduleRunning(StepPlan& plan, int32_t& budget, bool& preempted) {
   std::vector<int32_t> counts;
-  const size_t n = running_.size();
+  // Indexing a std::deque costs a dozen instructions; the loop and its
+  // lookahead index a flat copy. Preemption only removes requests from the
+  // back, so running_[i] == order[i] for every i < running_.size().
+  std::vector<Request*>& order = running_snapshot_;
+  order.assign(running_.begin(), running_.end());
   // Requests and sequences are scattered on the heap, and each is reached
   // through the one before: fetch ahead in stages, each reading only lines an
-  // earlier stage fetched (request, then its sequence, then the tails), so
-  // the misses of several requests overlap instead of queueing.
+  // earlier stage fetched (request, then its sequence, then the tails, then
+  // the last block's reference count), so the misses of several requests
+  // overlap instead of queueing.
   auto prefetch = [&](size_t i) {
-    if (i + 6 < n) {
-      const Request* far = running_[i + 6];
-      __builtin_prefetch(far);
-      __builtin_prefetch(&far->spec.sampling.beam_width);
-      __builtin_prefetch(&far->spec.cache_salt);
+    const size_t n = running_.size();
+    if (i + 8 < n) {
+      const Request* far = order[i + 8];
+      PrefetchLine(far);
+      PrefetchLine(&far->spec.sampling.beam_width);
+      PrefetchLine(&far->spec.cache_salt);
     }
-    if (i + 3 < n && !running_[i + 3]->seqs.empty()) {
-      const Sequence* seq = running_[i + 3]->seqs.front().get();
-      __builtin_prefetch(seq);
-      __builtin_prefetch(reinterpret_cast<const char*>(seq) + 64);
+    if (i + 5 < n && !order[i + 5]->seqs.empty()) {
+      const Sequence* seq = order[i + 5]->seqs.front().get();
+      PrefetchLine(seq);
+      PrefetchLine(reinterpret_cast<const char*>(seq) + 64);
     }
-    if (i + 1 < n && !running_[i + 1]->seqs.empty()) {
-      PrefetchSequenceTails(*running_[i + 1]->seqs.front());
+    if (i + 3 < n && !order[i + 3]->seqs.empty()) {
+      PrefetchSequenceTails(*order[i + 3]->seqs.front());
+    }
+    if (i + 1 < n && !order[i + 1]->seqs.empty()) {
+      kv_.PrefetchForAppend(*order[i + 1]->seqs.front());
     }
   };
   for (size_t i = 0; i < running_.size(); ++i) {
-    Request& r = *running_[i];
-    if (running_.size() == n) prefetch(i);  // (preemption shrinks the queue)
+    Request& r = *order[i];
+    prefetch(i);
     bool sample = false;
     if (budget <= 0) break;
     if (!PlanTokens(r, budget, counts, sample)) continue;
+    if (r.seqs.size() == 1) {
+      // AllocateSlots checks the exact block count itself, changing nothing
+      // when short: just try it.
+      if (Commit(r, counts, sample, plan, budget, /*may_fail=*/true)) continue;
+    }
     SequencePtrs seqs = r.LiveSequences();
     // Usually the pool has room even if every written block were copied:
     // then the exact count (reference counts of shared blocks) is not needed.
-    if (kv_.BlocksNeededBound(seqs, counts, r.reserved_tokens) <= kv_.num_free_device_blocks()) {
+    if (r.seqs.size() > 1 &&
+        kv_.BlocksNeededBound(seqs, counts, r.reserved_tokens) <= kv_.num_free_device_blocks()) {
       Commit(r, counts, sample, plan, budget);
       continue;
     }
@@ -434,7 +467,8 @@ void Scheduler::EmitPlanEntry(const Scheduled& s, StepPlan& plan) {
   ScheduledSequence& work = plan.scheduled.emplace_back();  // in place: no inline-storage move
   work.seq_id = seq.id();
   work.start_position = start;
-  work.token_ids.assign(seq.tokens().begin() + start, seq.tokens().begin() + start + s.num_tokens);
+  AssignFew(work.token_ids, seq.tokens().begin() + start,
+            seq.tokens().begin() + start + s.num_tokens);
   work.sample_mode = s.mode;
   work.num_samples = s.num_samples;
   plan.num_scheduled_tokens += s.num_tokens;
@@ -456,6 +490,21 @@ int64_t Scheduler::num_device_tokens() const {
     for (const auto& seq : r->seqs) n += seq->num_computed_tokens();
   }
   return n;
+}
+
+double Scheduler::num_unfilled_device_slots() const {
+  const BlockPool& pool = kv_.device_pool();
+  const int32_t block_size = kv_.block_size();
+  double unfilled = 0.0;
+  for (const Request* r : running_) {
+    for (const auto& seq : r->seqs) {
+      const BlockTable& table = seq->block_table();
+      if (table.empty() || table.on_host()) continue;
+      const int32_t slack = table.size() * block_size - seq->num_computed_tokens();
+      if (slack > 0) unfilled += static_cast<double>(slack) / pool.ref_count(table.back());
+    }
+  }
+  return unfilled;
 }
 
 std::vector<const Sequence*> Scheduler::AllLiveSequences() const {

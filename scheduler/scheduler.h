@@ -73,6 +73,12 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
   // Tokens whose KV is held on the device (for token-usage metrics).
   int64_t num_device_tokens() const;
+  // Device token slots that running sequences hold but have not filled: the
+  // unfilled tail of each block table (a tail block shared by k tables
+  // counts 1/k from each, so every slot counts once). With the device
+  // pool's used blocks x block_size it gives the token-usage and
+  // fragmentation metrics. O(running sequences).
+  double num_unfilled_device_slots() const;
   // The request, or null once finished. For inspection by tests and the simulator.
   const Request* FindRequest(RequestId id) const;
   // Requests currently running, in scheduling order.
@@ -107,8 +113,10 @@ class Scheduler {
   bool PlanTokens(const Request& r, int32_t budget, std::vector<int32_t>& counts,
                   bool& sample) const;
   // Allocates and records the work; REQUIRES the blocks are available.
-  void Commit(Request& r, const std::vector<int32_t>& counts, bool sample, StepPlan& plan,
-              int32_t& budget);
+  // With `may_fail` (single-sequence requests only), returns false instead,
+  // having changed nothing, when they are not.
+  bool Commit(Request& r, const std::vector<int32_t>& counts, bool sample, StepPlan& plan,
+              int32_t& budget, bool may_fail = false);
   AllocStatus CheckAdmission(Request& r, std::string* why);
   void Preempt(Request& victim, StepPlan& plan);
   // The plan entry of work just committed (in plan order); advances the
@@ -147,6 +155,7 @@ class Scheduler {
   RequestQueue waiting_;
   RequestQueue running_;
   RequestQueue swapped_;
+  std::vector<Request*> running_snapshot_;  // ScheduleRunning's scratch, reused
   std::vector<Scheduled> scheduled_;  // this step's work, in plan order
   size_t last_num_scheduled_ = 0;     // sizes the next plan
   std::vector<SampledSequence> sampled_;  // Update()'s scratch, reused
