@@ -17,6 +17,12 @@ BlockId BlockPool::Allocate() {
   RemoveFromFreeQueue(id);
   if (blocks_[id].cached) Evict(id);
   ref_counts_[id] = 1;
+  // The next allocation will likely evict the new head's cached content:
+  // start fetching its hash-map slot now (its metadata is in cache, the
+  // unlink just wrote it). A hint only.
+  if (free_head_ != kNoBlock && blocks_[free_head_].cached) {
+    hash_to_block_.prefetch(blocks_[free_head_].hash);
+  }
   return id;
 }
 
