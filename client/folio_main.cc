@@ -31,6 +31,7 @@ Engine:
   --block-size N (16)  --kv-cache-mb N (256)  --num-device-blocks N  --num-host-blocks N (0)
   --max-num-batched-tokens N (2048)  --max-num-seqs N (256)  --max-model-len N
   --preemption-mode auto|recompute|swap   --no-prefix-caching
+  --threads N         compute threads (0 = all cores; kernels and GEMMs share them)
 Output:
   --json              one JSON object per request (ids, log-probs, finish reasons)
 
@@ -106,6 +107,7 @@ Flags Parse(int argc, char** argv) {
     else if (flag == "--max-num-seqs") e.max_num_seqs = Number<int32_t>(flag, value());
     else if (flag == "--max-model-len") e.max_model_len = Number<int32_t>(flag, value());
     else if (flag == "--no-prefix-caching") e.enable_prefix_caching = false;
+    else if (flag == "--threads") e.num_threads = Number<int32_t>(flag, value());
     else if (flag == "--preemption-mode") {
       absl::StatusOr<PreemptionMode> m = ParsePreemptionMode(value());
       if (!m.ok()) Fail(std::string(m.status().message()));

@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<OfflineEngine>> OfflineEngine::Create(const Optio
   wo.num_device_blocks = options.num_device_blocks;
   wo.num_host_blocks = options.num_host_blocks;
   wo.seed = options.seed;
+  wo.num_threads = options.num_threads;
   absl::StatusOr<std::unique_ptr<CpuWorker>> worker = CpuWorker::Create(wo);
   if (!worker.ok()) return worker.status();
 

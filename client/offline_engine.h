@@ -32,6 +32,7 @@ class OfflineEngine {
     bool enable_prefix_caching = true;
     PreemptionMode preemption_mode = PreemptionMode::kAuto;
     uint64_t seed = 0;
+    int32_t num_threads = 0;  // compute threads (CpuWorker::Options); 0 = all cores
     bool check_invariants = false;
   };
 

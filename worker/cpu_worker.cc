@@ -1,10 +1,27 @@
 #include "worker/cpu_worker.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/threads.h"
 
 namespace folio {
+namespace {
+
+// One compute pool per worker thread (see Options::num_threads): the kernel
+// threads, with OpenBLAS single-threaded inside them. Applied once per
+// calling thread and setting.
+void ApplyThreadSettings(int32_t num_threads) {
+  thread_local int32_t applied = -1;
+  if (applied == num_threads) return;
+  kernels::cpu::SetKernelThreads(num_threads);
+  openblas_set_num_threads(1);
+  applied = num_threads;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<CpuWorker>> CpuWorker::Create(const Options& options) {
   absl::StatusOr<std::unique_ptr<CpuWorker>> worker = Load(options);
@@ -120,6 +137,7 @@ absl::Status CpuWorker::BuildBatch(const StepPlan& plan) {
 
 absl::StatusOr<StepResult> CpuWorker::Execute(const StepPlan& plan) {
   if (cache_ == nullptr) return absl::FailedPreconditionError("Execute before AllocateCache");
+  ApplyThreadSettings(options_.num_threads);
   if (absl::Status s = cache_->ExecuteBlockOps(plan); !s.ok()) return s;
   if (absl::Status s = mirror_->ApplyMetadata(plan); !s.ok()) return s;
   if (absl::Status s = BuildBatch(plan); !s.ok()) return s;

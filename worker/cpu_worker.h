@@ -35,6 +35,13 @@ class CpuWorker {
     int64_t swap_space_bytes = 0;
     int32_t num_host_blocks = 0;
     uint64_t seed = 0;  // for requests without a seed of their own
+    // Compute threads of this worker: the kernels' OpenMP threads, which
+    // also run the GEMMs (OpenBLAS is set to one thread per call, so its own
+    // pool never spins against OpenMP's). 0 = the hardware concurrency.
+    // Applied on the thread that calls Execute. OPENBLAS_CORETYPE and the
+    // OMP_* environment are left as they are (OMP_WAIT_POLICY=PASSIVE makes
+    // idle threads sleep instead of spinning, kinder on shared machines).
+    int32_t num_threads = 0;
     // Tensor parallelism (world_size == shard.world_size, rank ==
     // shard.rank); null for one rank. Must outlive the worker.
     Communicator* communicator = nullptr;

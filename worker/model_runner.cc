@@ -12,15 +12,35 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cache_ops.h"
 #include "kernels/cpu/norm.h"
+#include "kernels/cpu/threads.h"
 #include "worker/vocab_parallel.h"
 
 namespace folio {
 namespace {
 
-// out[n][rows] = x[n][cols] * W[rows][cols]^T (nn.Linear).
+// out[n][rows] = x[n][cols] * W[rows][cols]^T (nn.Linear). Big products
+// are split by output features over the kernel threads, each slice a
+// single-threaded OpenBLAS call (CpuWorker sets OpenBLAS to one thread), so
+// GEMMs and attention share one pool (kernels/cpu/threads.h).
 void Linear(const float* x, int32_t n, int32_t cols, const float* w, int32_t rows, float* out) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, x, cols, w, cols, 0.0f,
-              out, rows);
+  constexpr double kMinParallelMacs = 1 << 18;
+  constexpr int32_t kAlign = 16;  // slice boundaries, in output features
+  const int32_t threads = kernels::cpu::KernelThreads();
+  const int32_t slices = static_cast<int32_t>(
+      std::min<int64_t>(threads, (int64_t{rows} + kAlign - 1) / kAlign));
+  if (slices <= 1 || double(n) * rows * cols < kMinParallelMacs) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, x, cols, w, cols,
+                0.0f, out, rows);
+    return;
+  }
+  const int32_t units = (rows + kAlign - 1) / kAlign;
+  kernels::cpu::ParallelFor(slices, [&](int64_t i) {
+    const int32_t lo = std::min(rows, static_cast<int32_t>(units * i / slices) * kAlign);
+    const int32_t hi = std::min(rows, static_cast<int32_t>(units * (i + 1) / slices) * kAlign);
+    if (hi <= lo) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, hi - lo, cols, 1.0f, x, cols,
+                w + int64_t{lo} * cols, cols, 0.0f, out + lo, rows);
+  });
 }
 
 void Grow(std::vector<float>& v, size_t n) {

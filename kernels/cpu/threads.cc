@@ -1,0 +1,33 @@
+#include "kernels/cpu/threads.h"
+
+#include <algorithm>
+#include <thread>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace folio::kernels::cpu {
+
+int32_t HardwareThreads() {
+  return std::max<int32_t>(1, static_cast<int32_t>(std::thread::hardware_concurrency()));
+}
+
+void SetKernelThreads(int32_t n) {
+#ifdef _OPENMP
+  omp_set_num_threads(n > 0 ? n : HardwareThreads());
+#else
+  (void)n;
+#endif
+}
+
+void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) {
+  if (n <= 1) {
+    if (n == 1) fn(0);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+
+}  // namespace folio::kernels::cpu

@@ -1,0 +1,28 @@
+// One thread pool for all CPU compute: the kernels' OpenMP threads. The
+// worker's GEMMs run on the same threads (each thread a single-threaded
+// OpenBLAS call on its slice, see ParallelFor), so OpenBLAS's own pool is
+// never woken and two pools never busy-wait against each other on the same
+// cores.
+#ifndef FOLIO_KERNELS_CPU_THREADS_H_
+#define FOLIO_KERNELS_CPU_THREADS_H_
+
+#include <cstdint>
+#include <functional>
+
+namespace folio::kernels::cpu {
+
+// Threads for the parallel regions the calling thread starts from now on
+// (OpenMP's nthreads ICV is per calling thread: call it on the thread that
+// runs the kernels). n <= 0: the hardware concurrency. No-op without OpenMP.
+void SetKernelThreads(int32_t n);
+
+// The hardware concurrency (at least 1).
+int32_t HardwareThreads();
+
+// fn(i) for i in [0, n), spread over the kernel threads (static schedule);
+// inline when n == 1. fn must be safe to call concurrently.
+void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn);
+
+}  // namespace folio::kernels::cpu
+
+#endif  // FOLIO_KERNELS_CPU_THREADS_H_
