@@ -12,6 +12,8 @@ PACKAGES=(
   libgloo-dev libopenblas-dev nlohmann-json3-dev libpcre2-dev
   # tools/ (Python under /usr/bin/python3): demo-model training, references, tests
   python3-torch python3-numpy bible-kjv-text
+  # the Prometheus server (and promtool) for the metrics scrape tests
+  prometheus
 )
 
 missing=()

@@ -4,11 +4,16 @@
 //   folio-worker [--host 127.0.0.1] [--port 50061+rank] [--rank 0]
 //                [--collective-host 127.0.0.1 | --collective-iface eth0]
 //                [--collective-timeout-s 120] [--seed 0] [--grace-s 10]
+//                [--metrics-host HOST] [--metrics-port 9401+rank]
 //
 // Environment (for containers; flags win): FOLIO_WORKER_HOST,
 // FOLIO_WORKER_PORT, FOLIO_WORKER_RANK, FOLIO_WORKER_COLLECTIVE_HOST,
-// FOLIO_WORKER_COLLECTIVE_IFACE. Everything else (model, world size, memory
+// FOLIO_WORKER_COLLECTIVE_IFACE, FOLIO_WORKER_METRICS_HOST,
+// FOLIO_WORKER_METRICS_PORT. Everything else (model, world size, memory
 // budget, the scheduler's rendezvous address) arrives in Initialize.
+// Prometheus metrics (worker_metrics.h) are served at
+// http://METRICS_HOST:METRICS_PORT/metrics (default --host, 9401+rank); port
+// 0 turns them off.
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -27,6 +32,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/metrics_server.h"
+#include "prometheus/registry.h"
+#include "worker/worker_metrics.h"
 #include "worker/worker_service.h"
 
 namespace {
@@ -41,10 +49,12 @@ void OnSignal(int sig) {
 const char kUsage[] =
     "usage: folio-worker [--host ADDR] [--port N] [--rank R] [--collective-host ADDR]\n"
     "                    [--collective-iface IFACE] [--collective-timeout-s S] [--seed N]\n"
-    "                    [--grace-s S]\n"
-    "Serves folio.v1.Worker on ADDR:N (default 127.0.0.1:50061+R). Environment:\n"
+    "                    [--grace-s S] [--metrics-host ADDR] [--metrics-port M]\n"
+    "Serves folio.v1.Worker on ADDR:N (default 127.0.0.1:50061+R) and Prometheus metrics\n"
+    "on METRICS_HOST:M/metrics (default ADDR:9401+R; M = 0 turns them off). Environment:\n"
     "FOLIO_WORKER_HOST, FOLIO_WORKER_PORT, FOLIO_WORKER_RANK, FOLIO_WORKER_COLLECTIVE_HOST,\n"
-    "FOLIO_WORKER_COLLECTIVE_IFACE (flags win).\n";
+    "FOLIO_WORKER_COLLECTIVE_IFACE, FOLIO_WORKER_METRICS_HOST, FOLIO_WORKER_METRICS_PORT\n"
+    "(flags win).\n";
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "folio-worker: %s\n%s", message.c_str(), kUsage);
@@ -73,6 +83,8 @@ int main(int argc, char** argv) {
   std::string host = Env("FOLIO_WORKER_HOST", "127.0.0.1");
   std::string port_text = Env("FOLIO_WORKER_PORT", "");
   std::string rank_text = Env("FOLIO_WORKER_RANK", "0");
+  std::string metrics_host = Env("FOLIO_WORKER_METRICS_HOST", "");
+  std::string metrics_port_text = Env("FOLIO_WORKER_METRICS_PORT", "");
   folio::WorkerService::Options options;
   options.collective_host = Env("FOLIO_WORKER_COLLECTIVE_HOST", options.collective_host);
   options.collective_iface = Env("FOLIO_WORKER_COLLECTIVE_IFACE", "");
@@ -94,12 +106,18 @@ int main(int argc, char** argv) {
       options.collective_timeout = absl::Seconds(Number<double>(flag, value));
     } else if (flag == "--seed") options.seed = Number<uint64_t>(flag, value);
     else if (flag == "--grace-s") grace_s = Number<double>(flag, value);
+    else if (flag == "--metrics-host") metrics_host = value;
+    else if (flag == "--metrics-port") metrics_port_text = value;
     else Die("unknown flag " + flag);
   }
   const int rank = Number<int>("--rank", rank_text);
   if (rank < 0) Die("--rank must be non-negative");
   const int port = port_text.empty() ? 50061 + rank : Number<int>("--port", port_text);
   if (port < 0 || port > 65535) Die("--port must be in [0, 65535]");
+  const int metrics_port =
+      metrics_port_text.empty() ? 9401 + rank : Number<int>("--metrics-port", metrics_port_text);
+  if (metrics_port < 0 || metrics_port > 65535) Die("--metrics-port must be in [0, 65535]");
+  if (metrics_host.empty()) metrics_host = host;
 
   // SIGINT/SIGTERM: the handler only writes the signal number to a pipe (any
   // thread may take it: OpenBLAS starts threads before main); a watcher
@@ -118,6 +136,26 @@ int main(int argc, char** argv) {
   options.on_shutdown = [&stop] {
     if (!stop.HasBeenNotified()) stop.Notify();
   };
+  // Metrics first: a clash on a port given explicitly fails at once, before
+  // the model loads; on the default port it only costs the metrics (several
+  // local clusters, or tests, may run side by side).
+  auto registry = std::make_shared<prometheus::Registry>();
+  folio::WorkerMetrics metrics(*registry);
+  std::unique_ptr<folio::MetricsServer> metrics_server;
+  if (metrics_port > 0) {
+    absl::StatusOr<std::unique_ptr<folio::MetricsServer>> started =
+        folio::MetricsServer::Start(metrics_host, metrics_port, registry);
+    if (started.ok()) {
+      metrics_server = std::move(*started);
+      options.metrics = &metrics;
+    } else if (!metrics_port_text.empty()) {
+      std::fprintf(stderr, "folio-worker: %s\n", std::string(started.status().message()).c_str());
+      return 1;
+    } else {
+      std::fprintf(stderr, "folio-worker: warning: %s; serving without metrics\n",
+                   std::string(started.status().message()).c_str());
+    }
+  }
   folio::WorkerService service(options);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -137,6 +175,10 @@ int main(int argc, char** argv) {
   }
   // Tests and `folio serve` read this line to learn the port (with --port 0).
   std::printf("folio-worker rank %d listening on %s:%d\n", rank, host.c_str(), bound_port);
+  if (metrics_server != nullptr) {
+    std::printf("folio-worker rank %d metrics on http://%s:%d/metrics\n", rank,
+                metrics_host.c_str(), metrics_server->port());
+  }
   std::fflush(stdout);
 
   std::thread([&service, grace_s] {

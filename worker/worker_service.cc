@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/plan_proto.h"
 #include "worker/gloo_communicator.h"
 #include "worker/rendezvous_store.h"
@@ -128,6 +129,11 @@ grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
     comm_ = std::move(comm);
     worker_ = std::move(*worker);
     rank_ = request->rank();
+    if (options_.metrics != nullptr) {
+      std::vector<std::string> parts = absl::StrSplit(request->model_path(), '/', absl::SkipEmpty());
+      options_.metrics->Bind(parts.empty() ? request->model_path() : parts.back(),
+                             static_cast<int>(request->rank()));
+    }
   }
   done(State::kLoaded);
   return grpc::Status::OK;
@@ -178,6 +184,12 @@ void WorkerService::RunStep(const v1::StepPlan& proto, v1::StepResult* result) {
   result->set_forward_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   result->set_allreduce_seconds(comm_ != nullptr ? comm_->busy_seconds() : 0.0);
+  if (options_.metrics != nullptr) {
+    const int64_t block_bytes = status.ok() ? worker_->block_bytes() : 0;
+    options_.metrics->RecordStep(result->forward_seconds(), result->allreduce_seconds(),
+                                 block_bytes * proto.swap_in_size(),
+                                 block_bytes * proto.swap_out_size());
+  }
 }
 
 grpc::Status WorkerService::Step(grpc::ServerContext* context,

@@ -32,6 +32,7 @@
 #include "folio/v1/worker.grpc.pb.h"
 #include "worker/communicator.h"
 #include "worker/cpu_worker.h"
+#include "worker/worker_metrics.h"
 
 namespace folio {
 
@@ -53,6 +54,10 @@ class WorkerService final : public v1::Worker::Service {
     // answers): it should only tell the server's owner to stop the server
     // (grpc::Server::Shutdown with a deadline lets the answer go out).
     std::function<void()> on_shutdown;
+    // Step time, collective time and swap bytes of every step, labelled with
+    // the model (directory name) and rank Initialize brings. Not owned; must
+    // outlive the service. Null: no metrics.
+    WorkerMetrics* metrics = nullptr;
   };
 
   explicit WorkerService(Options options);

@@ -1,9 +1,11 @@
 #include "scheduler/server/engine.h"
 
+#include <chrono>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "scheduler/server/scheduler_metrics.h"
 
 namespace folio {
 namespace {
@@ -13,6 +15,14 @@ std::string MakeRequestId(RequestId id) {
   static const uint64_t salt = std::random_device{}();
   return absl::StrFormat("folio-%08x-%d", static_cast<uint32_t>(salt), id);
 }
+
+int64_t NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr double kNanos = 1e-9;
 
 }  // namespace
 
@@ -63,6 +73,7 @@ absl::StatusOr<std::string> Engine::Submit(const v1::GenerateRequest& request,
   absl::StatusOr<ParsedRequest> parsed = ParseGenerateRequest(request, *tokenizer_, limits_);
   if (!parsed.ok()) return parsed.status();
   std::string public_id;
+  const int64_t submit_ns = NowNanos();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.ok()) {
@@ -76,7 +87,7 @@ absl::StatusOr<std::string> Engine::Submit(const v1::GenerateRequest& request,
           absl::StrCat("request_id '", public_id, "' is already in use by a live request"));
     }
     sinks_.emplace(id, std::move(sink));
-    inbox_.push_back(Submitted{id, public_id, std::move(*parsed)});
+    inbox_.push_back(Submitted{id, public_id, std::move(*parsed), submit_ns});
   }
   cv_.notify_all();
   return public_id;
@@ -94,8 +105,10 @@ bool Engine::Abort(const std::string& request_id) {
 }
 
 void Engine::Loop() {
+  SchedulerMetrics* const metrics = options_.metrics;
   while (TakeWork()) {
     if (!scheduler_->HasUnfinishedRequests()) continue;
+    const int64_t start_ns = metrics != nullptr ? NowNanos() : 0;
     const StepPlan plan = scheduler_->Schedule();
     absl::StatusOr<StepResult> result = workers_->Execute(plan);
     if (!result.ok()) {
@@ -108,7 +121,14 @@ void Engine::Loop() {
       FailAll(outputs.status());
       return;
     }
-    for (const RequestOutput& output : *outputs) Deliver(output);
+    int64_t now_ns = 0;
+    if (metrics != nullptr) {
+      now_ns = NowNanos();
+      metrics->RecordStep(*scheduler_, plan.num_scheduled_tokens, (now_ns - start_ns) * kNanos);
+      RecordScheduled(plan, start_ns);
+    }
+    for (const RequestOutput& output : *outputs) Deliver(output, now_ns);
+    if (metrics != nullptr) metrics->Flush();
     PublishSnapshot();
   }
   PublishSnapshot();
@@ -152,15 +172,45 @@ void Engine::Admit(Submitted submitted) {
     if (sink != nullptr) sink->OnError(s);
     return;
   }
+  stream->timing().submit_ns = submitted.submit_ns;
   streams_.emplace(submitted.id, std::move(stream));
 }
 
-void Engine::Deliver(const RequestOutput& output) {
+void Engine::RecordScheduled(const StepPlan& plan, int64_t start_ns) {
+  for (const NewSequenceData& s : plan.new_sequences) {
+    auto it = streams_.find(s.request_id);
+    if (it == streams_.end()) continue;
+    RequestStream::Timing& t = it->second->timing();
+    if (t.scheduled) continue;
+    t.scheduled = true;
+    options_.metrics->RecordQueueTime((start_ns - t.submit_ns) * kNanos);
+  }
+}
+
+void Engine::RecordOutput(RequestStream& stream, const RequestOutput& output, int64_t now_ns) {
+  RequestStream::Timing& t = stream.timing();
+  for (const SequenceOutput& s : output.sequences) {
+    if (s.token_ids.empty()) continue;
+    if (t.last_output_ns < 0) {
+      options_.metrics->RecordFirstToken((now_ns - t.submit_ns) * kNanos);
+    } else {
+      options_.metrics->RecordInterToken((now_ns - t.last_output_ns) * kNanos);
+    }
+    t.last_output_ns = now_ns;
+    break;
+  }
+  if (stream.finished()) {
+    options_.metrics->RecordFinished(stream.finish_reason(), (now_ns - t.submit_ns) * kNanos);
+  }
+}
+
+void Engine::Deliver(const RequestOutput& output, int64_t now_ns) {
   auto it = streams_.find(output.request_id);
   if (it == streams_.end()) return;
   RequestStream& stream = *it->second;
   bool stop_request = false;
   std::vector<v1::GenerateResponse> messages = stream.Consume(output, &stop_request);
+  if (options_.metrics != nullptr) RecordOutput(stream, output, now_ns);
   // Stop strings ended every sequence: free the blocks now; the request's
   // last (empty) output then completes the stream.
   if (stop_request) scheduler_->Abort(output.request_id);
@@ -194,10 +244,17 @@ void Engine::FailAll(const absl::Status& status) {
     inbox.swap(inbox_);
     live_.clear();
   }
+  const int64_t now_ns = NowNanos();
   for (auto& [id, stream] : streams_) {
     auto s = sinks.find(id);
-    if (s != sinks.end()) s->second->OnResponse(stream->Fail(std::string(status.message())));
+    v1::GenerateResponse finished = stream->Fail(std::string(status.message()));
+    if (options_.metrics != nullptr) {
+      options_.metrics->RecordFinished(FinishReason::kError,
+                                       (now_ns - stream->timing().submit_ns) * kNanos);
+    }
+    if (s != sinks.end()) s->second->OnResponse(std::move(finished));
   }
+  if (options_.metrics != nullptr) options_.metrics->Flush();
   for (Submitted& submitted : inbox) {
     auto s = sinks.find(submitted.id);
     if (s != sinks.end()) {

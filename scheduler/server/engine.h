@@ -22,6 +22,8 @@
 
 namespace folio {
 
+class SchedulerMetrics;
+
 // Receives one request's stream. Called on the engine thread, so it must not
 // block: enqueue and return. Exactly one of: zero or more OnResponse then
 // one OnResponse holding Finished; or one OnError before any response (the
@@ -58,6 +60,9 @@ class Engine {
     SchedulerConfig scheduler;  // block counts from the worker group
     std::string model_name;
     int32_t tensor_parallel_size = 1;
+    // Updated by the engine thread every step; not owned, must outlive the
+    // engine. Null: no metrics.
+    SchedulerMetrics* metrics = nullptr;
   };
 
   // Takes ownership of everything; `limits` describe the served model.
@@ -99,6 +104,7 @@ class Engine {
     RequestId id;
     std::string public_id;
     ParsedRequest parsed;
+    int64_t submit_ns = 0;  // steady clock
   };
 
   Engine(const Options& options, std::unique_ptr<Tokenizer> tokenizer, const RequestLimits& limits,
@@ -108,7 +114,12 @@ class Engine {
   // Moves the inbox into the scheduler; false when the loop should exit.
   bool TakeWork();
   void Admit(Submitted submitted);
-  void Deliver(const RequestOutput& output);
+  // `now_ns`: the end of the step that made it (steady clock), for metrics.
+  void Deliver(const RequestOutput& output, int64_t now_ns);
+  // Metrics: the queue time of requests this plan schedules for the first
+  // time, and the latencies an output completes.
+  void RecordScheduled(const StepPlan& plan, int64_t start_ns);
+  void RecordOutput(RequestStream& stream, const RequestOutput& output, int64_t now_ns);
   // Stops serving after a worker failure: every live request ends with an error.
   void FailAll(const absl::Status& status);
   void Forget(RequestId id, const std::string& public_id);

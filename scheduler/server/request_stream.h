@@ -35,6 +35,19 @@ class RequestStream {
 
   const std::string& request_id() const { return request_id_; }
   bool finished() const { return finished_; }
+  // The first sequence's finish reason once finished(); kNone before.
+  FinishReason finish_reason() const {
+    return sequences_.empty() ? FinishReason::kNone : sequences_[0].reason;
+  }
+
+  // When things happened to this request, for the latency metrics (steady
+  // clock, nanoseconds); kept by the engine.
+  struct Timing {
+    int64_t submit_ns = 0;
+    int64_t last_output_ns = -1;  // -1 until a token was delivered
+    bool scheduled = false;       // its first step has been planned
+  };
+  Timing& timing() { return timing_; }
 
  private:
   struct SequenceState {
@@ -59,6 +72,7 @@ class RequestStream {
   const uint32_t num_prompt_tokens_;
   std::vector<SequenceState> sequences_;  // by output index
   bool finished_ = false;
+  Timing timing_;
 };
 
 // The public enum value of a finish reason.

@@ -16,15 +16,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
+#include "common/metrics_server.h"
 #include "common/model_config.h"
 #include "common/tokenizer.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "prometheus/registry.h"
 #include "scheduler/rendezvous_service.h"
 #include "scheduler/server/engine.h"
 #include "scheduler/server/generation_service.h"
 #include "scheduler/server/remote_worker_group.h"
+#include "scheduler/server/scheduler_metrics.h"
 
 namespace folio {
 namespace {
@@ -50,6 +53,8 @@ struct Settings {
   std::string preemption_mode = "auto";
   std::string scheduling_policy = "fcfs";
   bool enable_prefix_caching = true;
+  std::string metrics_host;   // default: host
+  int64_t metrics_port = -1;  // -1: the default, 9400; 0: no metrics
   double step_timeout_s = 600;
   double connect_timeout_s = 120;
 };
@@ -127,6 +132,9 @@ int Run(int argc, char** argv) {
   flags.Bool("enable-prefix-caching", &s.enable_prefix_caching, "reuse cached prompt blocks");
   flags.Double("step-timeout-s", &s.step_timeout_s, "a step running longer fails the workers");
   flags.Double("connect-timeout-s", &s.connect_timeout_s, "wait this long for workers to start");
+  flags.String("metrics-host", &s.metrics_host, "address of the Prometheus endpoint (default: --host)");
+  flags.Int("metrics-port", &s.metrics_port,
+            "Prometheus /metrics port (default 9400; 0 = no metrics)");
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::printf("%s%s", kUsage, flags.Help().c_str());
@@ -173,6 +181,28 @@ int Run(int argc, char** argv) {
 
   // One server for clients and the workers' rendezvous; Generation answers
   // UNAVAILABLE and health NOT_SERVING until the workers are up.
+  // Prometheus /metrics, up before anything else so a scrape sees the
+  // process; the series appear once the workers are up. A clash on a port
+  // given explicitly is fatal; on the default port it only costs the metrics.
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<MetricsServer> metrics_server;
+  if (s.metrics_port != 0) {
+    const std::string metrics_host = s.metrics_host.empty() ? s.host : s.metrics_host;
+    absl::StatusOr<std::unique_ptr<MetricsServer>> started = MetricsServer::Start(
+        metrics_host, s.metrics_port < 0 ? 9400 : static_cast<int>(s.metrics_port), registry);
+    if (started.ok()) {
+      metrics_server = std::move(*started);
+      std::fprintf(stderr, "folio-scheduler: metrics on http://%s:%d/metrics\n",
+                   metrics_host.c_str(), metrics_server->port());
+    } else if (s.metrics_port > 0) {
+      return fail(started.status());
+    } else {
+      std::fprintf(stderr, "folio-scheduler: warning: %s; serving without metrics\n",
+                   std::string(started.status().message()).c_str());
+    }
+  }
+  std::unique_ptr<SchedulerMetrics> metrics;  // outlives the engine
+
   RendezvousService rendezvous;
   std::unique_ptr<Engine> engine;
   GenerationService generation;  // the engine comes once the workers are up
@@ -247,6 +277,16 @@ int Run(int argc, char** argv) {
     eo.model_name = parts.empty() ? s.model : parts.back();
   }
   eo.tensor_parallel_size = group->world_size();
+  if (metrics_server != nullptr) {
+    SchedulerMetrics::Options mo;
+    mo.model_name = eo.model_name;
+    mo.block_size = eo.scheduler.block_size;
+    mo.num_device_blocks = eo.scheduler.num_device_blocks;
+    mo.num_host_blocks = eo.scheduler.num_host_blocks;
+    mo.tensor_parallel_size = eo.tensor_parallel_size;
+    metrics = std::make_unique<SchedulerMetrics>(*registry, mo);
+    eo.metrics = metrics.get();
+  }
   RequestLimits limits;
   limits.vocab_size = model->vocab_size;
   limits.max_model_len = max_model_len;

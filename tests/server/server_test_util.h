@@ -50,6 +50,7 @@ struct EngineSetup {
   int32_t max_num_batched_tokens = 512;
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
   CpuWorkerGroup** group_out = nullptr;  // to inject failures
+  SchedulerMetrics* metrics = nullptr;    // Engine::Options::metrics
 };
 
 inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
@@ -75,6 +76,7 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   eo.scheduler.preemption_mode = setup.preemption_mode;
   eo.scheduler.check_invariants = true;
   eo.model_name = "folio-demo";
+  eo.metrics = setup.metrics;
   RequestLimits limits;
   limits.vocab_size = config.vocab_size;
   limits.max_model_len = config.max_position_embeddings;

@@ -1,0 +1,144 @@
+#ifndef FOLIO_SCHEDULER_SERVER_SCHEDULER_METRICS_H_
+#define FOLIO_SCHEDULER_SERVER_SCHEDULER_METRICS_H_
+
+// folio-scheduler's Prometheus metrics (names fixed by DESIGN.md; every
+// series carries model="<served model name>"; docs/operations.md lists them
+// with their meaning):
+//
+//   folio_kv_cache_blocks_total{pool=device|host}        gauge
+//   folio_kv_cache_blocks_used{pool}                      gauge
+//   folio_kv_cache_usage_ratio{pool}                      gauge, used / total
+//   folio_kv_cache_token_usage_ratio                      gauge, device pool
+//   folio_kv_cache_fragmentation_ratio                    gauge, device pool
+//   folio_requests_running / _waiting / _swapped          gauges
+//   folio_preemptions_total{mode=swap|recompute}          counter
+//   folio_prefix_cache_queries_total / _hits_total        counters, in tokens
+//   folio_prompt_tokens_total / folio_generation_tokens_total   counters
+//   folio_request_success_total{finish_reason}            counter
+//   folio_time_to_first_token_seconds, folio_inter_token_latency_seconds,
+//   folio_e2e_request_latency_seconds, folio_request_queue_time_seconds,
+//   folio_step_duration_seconds, folio_step_tokens        histograms
+//   folio_build_info{version,block_size,num_device_blocks,num_host_blocks,
+//                    tensor_parallel_size}                gauge, always 1
+//
+// Token usage and fragmentation look at the device blocks in use: their
+// token slots (used blocks x block_size) either hold a token's KV or are
+// the unfilled tail of a sequence's last block(s). token_usage = tokens held
+// / slots; fragmentation = unfilled slots / slots = 1 - token_usage (both 0
+// while no block is in use). Block usage counts blocks, token usage counts
+// what is in them.
+//
+// Thread-compatible: the engine thread calls every Record*/Flush method;
+// scrapes read the underlying prometheus-cpp metrics concurrently (atomics).
+// Cost: a step's Record* calls set a dozen atomics and walk the running
+// sequences once (token usage); per-request observations go to thread-local
+// bucket counts that Flush publishes once per step.
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/metrics_server.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/sequence.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+}  // namespace prometheus
+
+namespace folio {
+
+class SchedulerMetrics {
+ public:
+  struct Options {
+    std::string model_name;
+    int32_t block_size = 16;
+    int32_t num_device_blocks = 0;
+    int32_t num_host_blocks = 0;
+    int32_t tensor_parallel_size = 1;
+  };
+
+  // Registers every family in `registry` (which must outlive this object)
+  // and creates every series, so all exist from the first scrape.
+  SchedulerMetrics(prometheus::Registry& registry, const Options& options);
+  SchedulerMetrics(const SchedulerMetrics&) = delete;
+  SchedulerMetrics& operator=(const SchedulerMetrics&) = delete;
+  ~SchedulerMetrics();
+
+  // After a step's Update(): the gauges from the scheduler's state, the
+  // counters from its stats (what grew since the last call), and the step's
+  // scheduled tokens and duration.
+  void RecordStep(const Scheduler& scheduler, int32_t num_scheduled_tokens, double step_seconds);
+  // A request's first scheduled step, `seconds` after its submission.
+  void RecordQueueTime(double seconds) { queue_time_.Observe(seconds); }
+  // A request's first output token(s), `seconds` after submission.
+  void RecordFirstToken(double seconds) { ttft_.Observe(seconds); }
+  // A later output of a request, `seconds` after its previous one.
+  void RecordInterToken(double seconds) { itl_.Observe(seconds); }
+  // A request's end (its Finished message), `e2e_seconds` after submission.
+  void RecordFinished(FinishReason reason, double e2e_seconds);
+  // Publishes the histogram observations gathered since the last Flush.
+  // Call once per step, after its outputs were delivered.
+  void Flush();
+
+  // Bucket boundaries (seconds, or tokens for step tokens).
+  static const std::vector<double>& TimeToFirstTokenBuckets();
+  static const std::vector<double>& InterTokenLatencyBuckets();
+  static const std::vector<double>& E2eLatencyBuckets();
+  static const std::vector<double>& QueueTimeBuckets();
+  static const std::vector<double>& StepDurationBuckets();
+  static const std::vector<double>& StepTokenBuckets();
+
+ private:
+  struct Pool {
+    prometheus::Gauge* blocks_total;
+    prometheus::Gauge* blocks_used;
+    prometheus::Gauge* usage_ratio;
+  };
+  // Adds `now - *last` to `counter` when positive; *last = now.
+  static void Advance(prometheus::Counter& counter, int64_t now, int64_t* last);
+
+  const int32_t block_size_;
+
+  Pool device_{};
+  Pool host_{};
+  prometheus::Gauge* token_usage_ = nullptr;
+  prometheus::Gauge* fragmentation_ = nullptr;
+  prometheus::Gauge* running_ = nullptr;
+  prometheus::Gauge* waiting_ = nullptr;
+  prometheus::Gauge* swapped_ = nullptr;
+  prometheus::Counter* preemptions_swap_ = nullptr;
+  prometheus::Counter* preemptions_recompute_ = nullptr;
+  prometheus::Counter* prefix_queries_ = nullptr;
+  prometheus::Counter* prefix_hits_ = nullptr;
+  prometheus::Counter* prompt_tokens_ = nullptr;
+  prometheus::Counter* generation_tokens_ = nullptr;
+  // By FinishReason value (kNone unused).
+  std::array<prometheus::Counter*, 6> success_{};
+  prometheus::Histogram* ttft_hist_ = nullptr;
+  prometheus::Histogram* itl_hist_ = nullptr;
+  prometheus::Histogram* e2e_hist_ = nullptr;
+  prometheus::Histogram* queue_hist_ = nullptr;
+  prometheus::Histogram* step_duration_hist_ = nullptr;
+  prometheus::Histogram* step_tokens_hist_ = nullptr;
+
+  // Engine thread only: observations not yet published, and the stats
+  // already counted.
+  LocalHistogram ttft_;
+  LocalHistogram itl_;
+  LocalHistogram e2e_;
+  LocalHistogram queue_time_;
+  LocalHistogram step_duration_;
+  LocalHistogram step_tokens_;
+  SchedulerStats last_stats_;
+  KvCacheManager::PrefixCacheStats last_prefix_;
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_SCHEDULER_SERVER_SCHEDULER_METRICS_H_

@@ -1,0 +1,317 @@
+// folio-scheduler's Prometheus metrics, scraped over real HTTP from the
+// endpoint (common/metrics_server.h) while the engine serves the demo model
+// on an in-process CPU worker: every DESIGN.md name with its type and
+// labels, counters that match the workload exactly, KV gauges that move and
+// come back to zero, preemptions by mode, prefix-cache hits in tokens.
+
+#include "scheduler/server/scheduler_metrics.h"
+
+#include <prometheus/registry.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/metrics_server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server_test_util.h"
+#include "tests/common/metrics_scrape.h"
+
+namespace folio {
+namespace {
+
+using testing::Exposition;
+using testing::Scrape;
+using namespace testing_util;
+
+constexpr int kMaxTokens = 24;
+
+// Metrics, their endpoint on a free port, and an engine updating them.
+struct Served {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<SchedulerMetrics> metrics;
+  std::unique_ptr<MetricsServer> server;
+  std::unique_ptr<Engine> engine;  // last: destroyed first, before the metrics
+
+  Exposition Get() const { return Scrape(server->port()); }
+};
+
+std::unique_ptr<Served> Serve(EngineSetup setup) {
+  auto s = std::make_unique<Served>();
+  SchedulerMetrics::Options mo;
+  mo.model_name = "folio-demo";
+  mo.block_size = setup.block_size;
+  mo.num_device_blocks = setup.num_device_blocks;
+  mo.num_host_blocks = setup.num_host_blocks;
+  s->metrics = std::make_unique<SchedulerMetrics>(*s->registry, mo);
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::Start("127.0.0.1", 0, s->registry);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return nullptr;
+  s->server = std::move(*server);
+  setup.metrics = s->metrics.get();
+  s->engine = MakeDemoEngine(setup);
+  if (s->engine == nullptr) return nullptr;
+  return s;
+}
+
+struct Submitted {
+  std::shared_ptr<RecordingSink> sink = std::make_shared<RecordingSink>();
+  std::string id;
+};
+
+Submitted Submit(Engine& engine, const v1::GenerateRequest& request) {
+  Submitted s;
+  absl::StatusOr<std::string> id = engine.Submit(request, s.sink);
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (id.ok()) s.id = *id;
+  return s;
+}
+
+// The value of a series; -1 (and a failure) when it is missing.
+double Must(const Exposition& e, const std::string& name,
+            const std::map<std::string, std::string>& labels = {}) {
+  std::map<std::string, std::string> match = labels;
+  match.emplace("model", "folio-demo");
+  std::optional<double> v = e.Value(name, match);
+  EXPECT_TRUE(v.has_value()) << name << " with the given labels is missing or not unique";
+  return v.value_or(-1.0);
+}
+
+TEST(MetricsServerTest, ServesOnAnyFreePortAndRefusesATakenOne) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  absl::StatusOr<std::unique_ptr<MetricsServer>> a = MetricsServer::Start("127.0.0.1", 0, registry);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_GT((*a)->port(), 0);
+  EXPECT_TRUE(testing::HttpGet((*a)->port(), "/metrics").has_value());
+  absl::StatusOr<std::unique_ptr<MetricsServer>> b =
+      MetricsServer::Start("127.0.0.1", (*a)->port(), registry);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+  EXPECT_EQ(MetricsServer::Start("127.0.0.1", 70000, registry).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SchedulerMetricsTest, EveryDesignMetricIsServedWithItsTypeAndLabels) {
+  EngineSetup setup;
+  setup.num_host_blocks = 32;
+  std::unique_ptr<Served> s = Serve(setup);
+  ASSERT_NE(s, nullptr);
+  const Exposition e = s->Get();
+  const std::map<std::string, std::string> want = {
+      {"folio_kv_cache_blocks_total", "gauge"},
+      {"folio_kv_cache_blocks_used", "gauge"},
+      {"folio_kv_cache_usage_ratio", "gauge"},
+      {"folio_kv_cache_token_usage_ratio", "gauge"},
+      {"folio_kv_cache_fragmentation_ratio", "gauge"},
+      {"folio_requests_running", "gauge"},
+      {"folio_requests_waiting", "gauge"},
+      {"folio_requests_swapped", "gauge"},
+      {"folio_preemptions_total", "counter"},
+      {"folio_prefix_cache_queries_total", "counter"},
+      {"folio_prefix_cache_hits_total", "counter"},
+      {"folio_prompt_tokens_total", "counter"},
+      {"folio_generation_tokens_total", "counter"},
+      {"folio_request_success_total", "counter"},
+      {"folio_time_to_first_token_seconds", "histogram"},
+      {"folio_inter_token_latency_seconds", "histogram"},
+      {"folio_e2e_request_latency_seconds", "histogram"},
+      {"folio_request_queue_time_seconds", "histogram"},
+      {"folio_step_duration_seconds", "histogram"},
+      {"folio_step_tokens", "histogram"},
+      {"folio_build_info", "gauge"},
+  };
+  for (const auto& [name, type] : want) {
+    auto it = e.types.find(name);
+    ASSERT_NE(it, e.types.end()) << name << " is not served";
+    EXPECT_EQ(it->second, type) << name;
+  }
+  // Every series carries the model label.
+  for (const testing::Sample& sample : e.samples) {
+    if (sample.name.rfind("folio_", 0) != 0) continue;
+    EXPECT_EQ(sample.labels.count("model"), 1u) << sample.name;
+  }
+  for (const char* pool : {"device", "host"}) {
+    for (const char* name :
+         {"folio_kv_cache_blocks_total", "folio_kv_cache_blocks_used", "folio_kv_cache_usage_ratio"}) {
+      Must(e, name, {{"pool", pool}});
+    }
+  }
+  EXPECT_EQ(Must(e, "folio_kv_cache_blocks_total", {{"pool", "device"}}), 256);
+  EXPECT_EQ(Must(e, "folio_kv_cache_blocks_total", {{"pool", "host"}}), 32);
+  EXPECT_EQ(Must(e, "folio_preemptions_total", {{"mode", "swap"}}), 0);
+  EXPECT_EQ(Must(e, "folio_preemptions_total", {{"mode", "recompute"}}), 0);
+  for (const char* reason : {"length", "stop", "eos", "abort", "error"}) {
+    EXPECT_EQ(Must(e, "folio_request_success_total", {{"finish_reason", reason}}), 0) << reason;
+  }
+  EXPECT_EQ(Must(e, "folio_build_info", {{"block_size", "16"},
+                                        {"num_device_blocks", "256"},
+                                        {"num_host_blocks", "32"},
+                                        {"tensor_parallel_size", "1"}}),
+            1);
+  EXPECT_EQ(e.Find("folio_build_info")[0].labels.count("version"), 1u);
+  // Histogram buckets: TTFT from 1 ms to minutes.
+  EXPECT_EQ(Must(e, "folio_time_to_first_token_seconds_bucket", {{"le", "0.001"}}), 0);
+  EXPECT_EQ(Must(e, "folio_time_to_first_token_seconds_bucket", {{"le", "2560"}}), 0);
+  EXPECT_EQ(Must(e, "folio_time_to_first_token_seconds_count"), 0);
+}
+
+TEST(SchedulerMetricsTest, CountersMatchAWorkloadAndKvBlocksReturnToZero) {
+  std::unique_ptr<Served> s = Serve({});
+  ASSERT_NE(s, nullptr);
+  const std::vector<ReferenceCase> cases = LoadReference();
+  std::vector<Submitted> subs;
+  for (const ReferenceCase& c : cases) subs.push_back(Submit(*s->engine, GreedyRequest(c.prompt, kMaxTokens)));
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (Submitted& sub : subs) {
+    ASSERT_TRUE(sub.sink->Wait());
+    v1::Usage usage;
+    Reassemble(sub.sink->responses(), &usage);
+    prompt_tokens += usage.prompt_tokens();
+    completion_tokens += usage.completion_tokens();
+  }
+  ASSERT_TRUE(s->engine->WaitIdle(absl::Seconds(60)));
+  const int64_t n = static_cast<int64_t>(cases.size());
+  const Exposition e = s->Get();
+
+  EXPECT_EQ(Must(e, "folio_kv_cache_blocks_used", {{"pool", "device"}}), 0);
+  EXPECT_EQ(Must(e, "folio_kv_cache_usage_ratio", {{"pool", "device"}}), 0);
+  EXPECT_EQ(Must(e, "folio_kv_cache_token_usage_ratio"), 0);
+  EXPECT_EQ(Must(e, "folio_kv_cache_fragmentation_ratio"), 0);
+  EXPECT_EQ(Must(e, "folio_requests_running"), 0);
+  EXPECT_EQ(Must(e, "folio_requests_waiting"), 0);
+  EXPECT_EQ(Must(e, "folio_requests_swapped"), 0);
+
+  EXPECT_EQ(Must(e, "folio_prompt_tokens_total"), prompt_tokens);
+  EXPECT_EQ(Must(e, "folio_generation_tokens_total"), completion_tokens);
+  EXPECT_EQ(completion_tokens, n * kMaxTokens);
+  EXPECT_EQ(Must(e, "folio_request_success_total", {{"finish_reason", "length"}}), n);
+  EXPECT_EQ(Must(e, "folio_request_success_total", {{"finish_reason", "abort"}}), 0);
+  EXPECT_EQ(Must(e, "folio_preemptions_total", {{"mode", "recompute"}}) +
+                Must(e, "folio_preemptions_total", {{"mode", "swap"}}),
+            0);
+  // Every prompt token was looked up once (no preemption here).
+  EXPECT_EQ(Must(e, "folio_prefix_cache_queries_total"), prompt_tokens);
+  const double hits = Must(e, "folio_prefix_cache_hits_total");
+
+  // One observation per request, per later output, per step.
+  EXPECT_EQ(Must(e, "folio_time_to_first_token_seconds_count"), n);
+  EXPECT_EQ(Must(e, "folio_e2e_request_latency_seconds_count"), n);
+  EXPECT_EQ(Must(e, "folio_request_queue_time_seconds_count"), n);
+  EXPECT_EQ(Must(e, "folio_inter_token_latency_seconds_count"), n * (kMaxTokens - 1));
+  const int64_t steps = s->engine->Snapshot().num_steps;
+  EXPECT_EQ(Must(e, "folio_step_duration_seconds_count"), steps);
+  EXPECT_EQ(Must(e, "folio_step_tokens_count"), steps);
+  // Computed tokens: every prompt token not found in the cache, and every
+  // output token but the last (sampled, never fed back).
+  EXPECT_EQ(Must(e, "folio_step_tokens_sum"), prompt_tokens - hits + n * (kMaxTokens - 1));
+  EXPECT_GT(Must(e, "folio_step_duration_seconds_sum"), 0);
+  // Latencies are ordered: first token before the end.
+  EXPECT_LE(Must(e, "folio_time_to_first_token_seconds_sum"),
+            Must(e, "folio_e2e_request_latency_seconds_sum"));
+  EXPECT_LE(Must(e, "folio_request_queue_time_seconds_sum"),
+            Must(e, "folio_time_to_first_token_seconds_sum"));
+  // Buckets are cumulative and end at the count.
+  for (const char* h : {"folio_time_to_first_token_seconds", "folio_inter_token_latency_seconds",
+                        "folio_e2e_request_latency_seconds", "folio_request_queue_time_seconds",
+                        "folio_step_duration_seconds", "folio_step_tokens"}) {
+    const std::string name = std::string(h) + "_bucket";
+    double last = 0;
+    for (const testing::Sample& b : e.Find(name)) {
+      EXPECT_GE(b.value, last) << name << " le=" << b.labels.at("le");
+      last = b.value;
+    }
+    EXPECT_EQ(Must(e, name, {{"le", "+Inf"}}), Must(e, std::string(h) + "_count")) << h;
+  }
+}
+
+TEST(SchedulerMetricsTest, KvGaugesMoveWhileServingAndAnAbortIsCounted) {
+  std::unique_ptr<Served> s = Serve({});
+  ASSERT_NE(s, nullptr);
+  // 40 prompt tokens or so and up to 400 more: a few blocks, the last partly filled.
+  Submitted sub = Submit(*s->engine, GreedyRequest("In the beginning God created the heaven and the earth.", 400));
+  ASSERT_TRUE(sub.sink->WaitFirstChunk());
+  // The step that produced the chunk recorded its gauges before delivering it.
+  const Exposition during = s->Get();
+  const double used = Must(during, "folio_kv_cache_blocks_used", {{"pool", "device"}});
+  EXPECT_GT(used, 0);
+  EXPECT_NEAR(Must(during, "folio_kv_cache_usage_ratio", {{"pool", "device"}}), used / 256, 1e-12);
+  const double token_usage = Must(during, "folio_kv_cache_token_usage_ratio");
+  EXPECT_GT(token_usage, 0);
+  EXPECT_LE(token_usage, 1);
+  EXPECT_NEAR(Must(during, "folio_kv_cache_fragmentation_ratio"), 1 - token_usage, 1e-12);
+  // One sequence: fewer than block_size slots of its blocks are unfilled.
+  EXPECT_LT((1 - token_usage) * used * 16, 16);
+  EXPECT_EQ(Must(during, "folio_requests_running"), 1);
+  EXPECT_EQ(Must(during, "folio_time_to_first_token_seconds_count"), 1);
+
+  ASSERT_TRUE(s->engine->Abort(sub.id));
+  ASSERT_TRUE(sub.sink->Wait());
+  ASSERT_TRUE(s->engine->WaitIdle(absl::Seconds(60)));
+  const Exposition after = s->Get();
+  EXPECT_EQ(Must(after, "folio_kv_cache_blocks_used", {{"pool", "device"}}), 0);
+  EXPECT_EQ(Must(after, "folio_kv_cache_token_usage_ratio"), 0);
+  EXPECT_EQ(Must(after, "folio_requests_running"), 0);
+  EXPECT_EQ(Must(after, "folio_request_success_total", {{"finish_reason", "abort"}}), 1);
+  EXPECT_EQ(Must(after, "folio_e2e_request_latency_seconds_count"), 1);
+}
+
+// The pool of engine_test's preemption test: far too small for the load.
+TEST(SchedulerMetricsTest, PreemptionsAreCountedByModeUnderATinyPool) {
+  const std::vector<ReferenceCase> cases = LoadReference();
+  for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
+    SCOPED_TRACE(PreemptionModeName(mode));
+    EngineSetup setup;
+    setup.num_device_blocks = 12;
+    setup.num_host_blocks = mode == PreemptionMode::kSwap ? 64 : 0;
+    setup.preemption_mode = mode;
+    std::unique_ptr<Served> s = Serve(setup);
+    ASSERT_NE(s, nullptr);
+    std::vector<Submitted> subs;
+    for (const ReferenceCase& c : cases) subs.push_back(Submit(*s->engine, GreedyRequest(c.prompt, kMaxTokens)));
+    for (Submitted& sub : subs) ASSERT_TRUE(sub.sink->Wait());
+    ASSERT_TRUE(s->engine->WaitIdle(absl::Seconds(60)));
+    const Exposition e = s->Get();
+    const int64_t preemptions = s->engine->Snapshot().num_preemptions;
+    EXPECT_GT(preemptions, 0) << "the pool was meant to be too small";
+    const bool swap = mode == PreemptionMode::kSwap;
+    EXPECT_EQ(Must(e, "folio_preemptions_total", {{"mode", swap ? "swap" : "recompute"}}), preemptions);
+    EXPECT_EQ(Must(e, "folio_preemptions_total", {{"mode", swap ? "recompute" : "swap"}}), 0);
+    const int64_t n = static_cast<int64_t>(cases.size());
+    EXPECT_EQ(Must(e, "folio_request_success_total", {{"finish_reason", "length"}}), n);
+    EXPECT_EQ(Must(e, "folio_generation_tokens_total"), n * kMaxTokens);
+    EXPECT_EQ(Must(e, "folio_request_queue_time_seconds_count"), n);
+    EXPECT_EQ(Must(e, "folio_inter_token_latency_seconds_count"), n * (kMaxTokens - 1));
+    for (const char* pool : {"device", "host"}) {
+      EXPECT_EQ(Must(e, "folio_kv_cache_blocks_used", {{"pool", pool}}), 0) << pool;
+    }
+    EXPECT_EQ(Must(e, "folio_requests_swapped"), 0);
+  }
+}
+
+TEST(SchedulerMetricsTest, PrefixCacheHitsAreCountedInTokens) {
+  std::unique_ptr<Served> s = Serve({});
+  ASSERT_NE(s, nullptr);
+  const std::string prompt =
+      "In the beginning God created the heaven and the earth. And the earth was without form, "
+      "and void; and darkness was upon the face of the deep.";
+  v1::Usage first_usage, second_usage;
+  for (v1::Usage* usage : {&first_usage, &second_usage}) {
+    Submitted sub = Submit(*s->engine, GreedyRequest(prompt, 4));
+    ASSERT_TRUE(sub.sink->Wait());
+    Reassemble(sub.sink->responses(), usage);
+  }
+  ASSERT_TRUE(s->engine->WaitIdle(absl::Seconds(60)));
+  const Exposition e = s->Get();
+  ASSERT_GE(first_usage.prompt_tokens(), 33u) << "the prompt should fill two blocks";
+  EXPECT_EQ(Must(e, "folio_prefix_cache_queries_total"), 2.0 * first_usage.prompt_tokens());
+  const double hits = Must(e, "folio_prefix_cache_hits_total");
+  EXPECT_EQ(hits, second_usage.cached_prompt_tokens());
+  EXPECT_GE(hits, 32);
+  EXPECT_EQ(std::fmod(hits, 16.0), 0.0) << "hits are whole blocks";
+}
+
+}  // namespace
+}  // namespace folio

@@ -1,0 +1,63 @@
+#ifndef FOLIO_WORKER_WORKER_METRICS_H_
+#define FOLIO_WORKER_WORKER_METRICS_H_
+
+// folio-worker's Prometheus metrics (names fixed by DESIGN.md), each series
+// labelled model="<model directory name>" and rank="<tensor-parallel rank>":
+//
+//   folio_worker_step_seconds                    histogram: one Step, plan in
+//                                                to result out (cache ops,
+//                                                forward, sampling)
+//   folio_worker_allreduce_seconds               histogram: the step's time in
+//                                                collectives
+//   folio_worker_swap_bytes_total{direction=in|out}   counter: KV bytes this
+//                                                rank copied host->device (in)
+//                                                and device->host (out)
+//
+// The series exist once Bind() has named them (the worker learns its model
+// and rank in Initialize); before that the endpoint serves no folio series.
+//
+// Thread-safety: Bind happens-before every RecordStep (WorkerService orders
+// them through its mutex); RecordStep is called by one thread at a time.
+// Scrapes read concurrently (prometheus-cpp's atomics).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace prometheus {
+class Counter;
+class Histogram;
+class Registry;
+}  // namespace prometheus
+
+namespace folio {
+
+class WorkerMetrics {
+ public:
+  // `registry` must outlive this object.
+  explicit WorkerMetrics(prometheus::Registry& registry);
+  WorkerMetrics(const WorkerMetrics&) = delete;
+  WorkerMetrics& operator=(const WorkerMetrics&) = delete;
+
+  // Creates the series for `model` and `rank`. Later calls do nothing.
+  void Bind(const std::string& model, int rank);
+  bool bound() const { return step_ != nullptr; }
+
+  // One step's figures. No-op before Bind.
+  void RecordStep(double step_seconds, double allreduce_seconds, int64_t swap_in_bytes,
+                  int64_t swap_out_bytes);
+
+  static const std::vector<double>& StepBuckets();
+  static const std::vector<double>& AllReduceBuckets();
+
+ private:
+  prometheus::Registry& registry_;
+  prometheus::Histogram* step_ = nullptr;
+  prometheus::Histogram* allreduce_ = nullptr;
+  prometheus::Counter* swap_in_ = nullptr;
+  prometheus::Counter* swap_out_ = nullptr;
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_WORKER_WORKER_METRICS_H_
