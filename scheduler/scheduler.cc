@@ -66,6 +66,15 @@ absl::Status Scheduler::AddRequest(RequestSpec spec) {
       std::make_unique<Sequence>(next_seq_id_++, spec.id, /*index=*/0, spec.prompt));
   request->spec = std::move(spec);
   Request* r = request.get();
+  // Token arrays growing by doubling as a sequence decodes cost a malloc,
+  // a copy and a free in about one sequence step of twenty: size them once
+  // for the longest the request can run (bounded, for huge max_tokens).
+  constexpr int64_t kMaxReservedOutputTokens = 4096;
+  const int64_t longest = std::min<int64_t>(
+      {static_cast<int64_t>(r->num_prompt_tokens()) + r->spec.sampling.max_tokens,
+       static_cast<int64_t>(r->num_prompt_tokens()) + kMaxReservedOutputTokens,
+       static_cast<int64_t>(config_.max_model_len)});
+  r->seqs[0]->ReserveTokens(static_cast<int32_t>(longest));
   sequences_[r->seqs[0]->id()] = r->seqs[0].get();
   requests_[r->spec.id] = std::move(request);
   waiting_.Insert(r);

@@ -24,6 +24,7 @@ Sequence::Sequence(SequenceId id, RequestId request_id, int32_t index,
 
 std::unique_ptr<Sequence> Sequence::Fork(SequenceId child_id, int32_t child_index) const {
   auto child = std::make_unique<Sequence>(child_id, request_id_, child_index, prompt_tokens());
+  child->ReserveTokens(static_cast<int32_t>(tokens_.capacity()));  // room the parent was given
   child->tokens_ = tokens_;
   child->output_logprobs_ = output_logprobs_;
   child->cumulative_logprob_ = cumulative_logprob_;
@@ -33,10 +34,10 @@ std::unique_ptr<Sequence> Sequence::Fork(SequenceId child_id, int32_t child_inde
   return child;
 }
 
-void Sequence::AppendToken(TokenId token, float logprob) {
-  tokens_.push_back(token);
-  output_logprobs_.push_back(logprob);
-  cumulative_logprob_ += logprob;
+void Sequence::ReserveTokens(int32_t num_tokens) {
+  if (num_tokens <= num_prompt_tokens_) return;
+  tokens_.reserve(num_tokens);
+  output_logprobs_.reserve(num_tokens - num_prompt_tokens_);
 }
 
 }  // namespace folio

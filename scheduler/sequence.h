@@ -52,7 +52,14 @@ class alignas(64) Sequence {
   }
   const std::vector<float>& output_logprobs() const { return output_logprobs_; }
   double cumulative_logprob() const { return cumulative_logprob_; }
-  void AppendToken(TokenId token, float logprob);
+  void AppendToken(TokenId token, float logprob) {
+    tokens_.push_back(token);
+    output_logprobs_.push_back(logprob);
+    cumulative_logprob_ += logprob;
+  }
+  // Room for `num_tokens` tokens in all (prompt included), so appending up
+  // to there never reallocates. Capacity only: the contents do not change.
+  void ReserveTokens(int32_t num_tokens);
 
   int32_t num_computed_tokens() const { return num_computed_tokens_; }
   void set_num_computed_tokens(int32_t n) { num_computed_tokens_ = n; }
