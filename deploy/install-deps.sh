@@ -14,6 +14,8 @@ PACKAGES=(
   python3-torch python3-numpy bible-kjv-text
   # the Prometheus server (and promtool) for the metrics scrape tests
   prometheus
+  # client/python and its tests
+  python3-grpcio python3-protobuf
 )
 
 missing=()

@@ -301,6 +301,11 @@ std::vector<TokenId> Engine::Tokenize(const std::string& text, bool add_special_
   return TokenizePrompt(*tokenizer_, limits_, text, add_special_tokens);
 }
 
+bool Engine::FailureFree() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_.ok();
+}
+
 bool Engine::healthy() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failure_.ok() && !stopping_;
@@ -309,6 +314,22 @@ bool Engine::healthy() const {
 EngineSnapshot Engine::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   return snapshot_;
+}
+
+absl::Status Engine::CheckDrained() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopping_) return absl::FailedPreconditionError("CheckDrained needs Shutdown() first");
+  }
+  if (!FailureFree()) return absl::OkStatus();
+  const BlockPool& device = scheduler_->kv_cache().device_pool();
+  const BlockPool& host = scheduler_->kv_cache().host_pool();
+  if (device.num_free_blocks() != device.num_blocks() || host.num_free_blocks() != host.num_blocks()) {
+    return absl::InternalError(absl::StrCat(
+        "KV blocks leaked: ", device.num_used_blocks(), " device and ", host.num_used_blocks(),
+        " host blocks still in use with no request left"));
+  }
+  return scheduler_->CheckInvariants();
 }
 
 bool Engine::WaitIdle(absl::Duration timeout) const {

@@ -96,6 +96,9 @@ class Engine {
   // False once the worker group has failed: the engine serves nothing more.
   bool healthy() const;
   EngineSnapshot Snapshot() const;
+  // After Shutdown(): OK when every KV block is back in its pool and the
+  // KV invariants hold; otherwise INTERNAL saying what leaked.
+  absl::Status CheckDrained() const;
   // Waits until no request is live; false at the deadline.
   bool WaitIdle(absl::Duration timeout) const;
 
@@ -124,6 +127,8 @@ class Engine {
   void FailAll(const absl::Status& status);
   void Forget(RequestId id, const std::string& public_id);
   void PublishSnapshot();
+  // No worker failure so far (after one, the scheduler's state is abandoned).
+  bool FailureFree() const;
 
   // Const after construction.
   const Options options_;

@@ -46,6 +46,11 @@ absl::Status RemoteWorkerGroup::Start() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options_.max_message_bytes);
   args.SetMaxSendMessageSize(options_.max_message_bytes);
+  // Workers start alongside the scheduler: retry the connection quickly
+  // rather than with gRPC's default backoff (1 s growing to 120 s).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   ranks_.resize(n);
   for (size_t r = 0; r < n; ++r) {
     ranks_[r].address = options_.addresses[r];
@@ -79,6 +84,8 @@ absl::Status RemoteWorkerGroup::Start() {
     num_device_blocks_ = std::min<int32_t>(num_device_blocks_, static_cast<int32_t>(resp.num_device_blocks()));
     num_host_blocks_ = std::min<int32_t>(num_host_blocks_, static_cast<int32_t>(resp.num_host_blocks()));
   }
+  if (options_.max_device_blocks > 0) num_device_blocks_ = std::min(num_device_blocks_, options_.max_device_blocks);
+  if (options_.max_host_blocks >= 0) num_host_blocks_ = std::min(num_host_blocks_, options_.max_host_blocks);
   vocab_size_ = static_cast<int32_t>(init[0].vocab_size());
   device_name_ = init[0].device_name();
   if (num_device_blocks_ <= 0) {

@@ -31,7 +31,11 @@ class RemoteWorkerGroup final : public WorkerGroup {
     absl::Duration connect_timeout = absl::Seconds(120);  // workers may still be starting
     absl::Duration initialize_timeout = absl::Minutes(10);  // loading a large model
     absl::Duration step_timeout = absl::Minutes(10);
-    int max_message_bytes = 256 << 20;
+    int max_message_bytes = 64 << 20;  // as the workers (kMaxWorkerMessageBytes)
+    // Caps on the pools (0 = whatever fits on every rank), like vLLM's
+    // num_gpu_blocks_override: small pools for tests and experiments.
+    int32_t max_device_blocks = 0;
+    int32_t max_host_blocks = -1;  // -1 = whatever fits
   };
 
   // Connects, initialises and allocates the cache on every rank.

@@ -47,6 +47,8 @@ struct Settings {
   int64_t block_size = 16;
   int64_t kv_cache_mb = 256;
   int64_t swap_space_mb = 0;
+  int64_t num_device_blocks = 0;
+  int64_t num_host_blocks = -1;
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 2048;
   int64_t max_model_len = 0;
@@ -124,6 +126,10 @@ int Run(int argc, char** argv) {
   flags.Int("block-size", &s.block_size, "tokens per KV block (8, 16, 32)");
   flags.Int("kv-cache-mb", &s.kv_cache_mb, "KV cache memory per rank, MiB");
   flags.Int("swap-space-mb", &s.swap_space_mb, "host memory per rank for swapped-out blocks, MiB");
+  flags.Int("num-device-blocks", &s.num_device_blocks,
+            "cap on device KV blocks; 0 = whatever fits in --kv-cache-mb");
+  flags.Int("num-host-blocks", &s.num_host_blocks,
+            "cap on host KV blocks; -1 = whatever fits in --swap-space-mb");
   flags.Int("max-num-seqs", &s.max_num_seqs, "running sequences at most");
   flags.Int("max-num-batched-tokens", &s.max_num_batched_tokens, "token budget of one step");
   flags.Int("max-model-len", &s.max_model_len, "prompt + output tokens at most; 0 = the model's");
@@ -251,6 +257,8 @@ int Run(int argc, char** argv) {
     init.set_rendezvous_prefix(absl::StrCat("folio-", absl::ToUnixNanos(absl::Now()), "/"));
   }
   wo.step_timeout = absl::Seconds(s.step_timeout_s);
+  wo.max_device_blocks = static_cast<int32_t>(s.num_device_blocks);
+  wo.max_host_blocks = static_cast<int32_t>(s.num_host_blocks);
   wo.connect_timeout = absl::Seconds(s.connect_timeout_s);
   absl::StatusOr<std::unique_ptr<RemoteWorkerGroup>> workers = RemoteWorkerGroup::Connect(wo);
   if (!workers.ok()) {
@@ -317,9 +325,14 @@ int Run(int argc, char** argv) {
   health->SetServingStatus(false);
   engine->Shutdown();  // every live stream ends with FINISH_REASON_ABORT
   rendezvous.Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // Every stream has ended; what is left are idle client connections, which
+  // gRPC would otherwise wait on until the deadline.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   generation.set_engine(nullptr);
   group->Shutdown();
+  // Every request has ended by now, so every block must be back: a leak is
+  // a bug worth a failing exit status (the integration tests check it).
+  if (absl::Status st = engine->CheckDrained(); !st.ok()) return fail(st);
   return 0;
 }
 

@@ -212,6 +212,7 @@ TEST(EngineTest, ShutdownAbortsEveryLiveRequest) {
             absl::StatusCode::kUnavailable);
   const EngineSnapshot snap = engine->Snapshot();
   EXPECT_EQ(snap.num_free_device_blocks, 256);
+  EXPECT_TRUE(engine->CheckDrained().ok()) << engine->CheckDrained();
 }
 
 TEST(EngineTest, AWorkerFailureEndsEveryRequestWithAnError) {

@@ -1,0 +1,143 @@
+"""The Python client (client/python/folio_client.py) against a real cluster:
+folio-scheduler and two folio-worker processes on 127.0.0.1, started by the
+test. Stubs are generated from proto/ at test time. Run by ctest with
+FOLIO_BIN_DIR and FOLIO_SOURCE_DIR set, under /usr/bin/python3."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+SOURCE_DIR = os.environ.get("FOLIO_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN_DIR = os.environ.get("FOLIO_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
+sys.path.insert(0, os.path.join(SOURCE_DIR, "client", "python"))
+
+import grpc  # noqa: E402
+import folio_client  # noqa: E402
+
+DEMO = os.path.join(SOURCE_DIR, "models", "folio-demo")
+MAX_TOKENS = 20
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PythonClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.stubs = folio_client.generate_stubs(os.path.join(cls.tmp.name, "stubs"))
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                   OMP_WAIT_POLICY="PASSIVE")
+        worker_ports = [free_port(), free_port()]
+        cls.workers = [
+            subprocess.Popen([os.path.join(BIN_DIR, "folio-worker"), "--rank", str(r), "--port",
+                              str(p), "--metrics-port", "0"], env=env, stdout=subprocess.DEVNULL)
+            for r, p in enumerate(worker_ports)]
+        cls.port = free_port()
+        cls.scheduler = subprocess.Popen(
+            [os.path.join(BIN_DIR, "folio-scheduler"), "--model", DEMO, "--port", str(cls.port),
+             "--workers", ",".join(f"127.0.0.1:{p}" for p in worker_ports), "--metrics-port", "0"])
+        cls.client = folio_client.FolioClient(f"127.0.0.1:{cls.port}", cls.stubs)
+        cls.info = cls.client.wait_ready(timeout=120)
+        with open(os.path.join(DEMO, "reference.json")) as f:
+            cls.cases = json.load(f)["cases"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.scheduler.send_signal(signal.SIGTERM)
+        cls.exit_code = cls.scheduler.wait(timeout=30)
+        for w in cls.workers:
+            try:
+                w.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                w.kill()
+        cls.tmp.cleanup()
+        # The scheduler exits non-zero when KV blocks leaked.
+        assert cls.exit_code == 0, f"folio-scheduler exited with {cls.exit_code}"
+
+    def test_model_info(self):
+        self.assertEqual(self.info.model_name, "folio-demo")
+        self.assertEqual(self.info.tensor_parallel_size, 2)
+        self.assertEqual(self.info.block_size, 16)
+        self.assertEqual(self.info.kv_token_capacity, self.info.num_device_blocks * 16)
+
+    def test_tokenize_matches_the_reference_prompt_ids(self):
+        for case in self.cases[:3]:
+            self.assertEqual(self.client.tokenize(case["prompt"]), case["prompt_token_ids"])
+
+    def test_greedy_generations_reproduce_the_reference(self):
+        results = [None] * len(self.cases)
+
+        def run(i):
+            results[i] = self.client.generate(self.cases[i]["prompt"], max_tokens=MAX_TOKENS,
+                                              temperature=0.0, ignore_eos=True, logprobs=0)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(self.cases))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for case, result in zip(self.cases, results):
+            seq = result.sequences[0]
+            self.assertEqual(seq.token_ids, case["output_token_ids"][:MAX_TOKENS])
+            for got, want in zip(seq.logprobs, case["logprobs"]):
+                self.assertAlmostEqual(got, want, delta=1e-3)
+            self.assertEqual(seq.finish_reason, "length")
+            self.assertEqual(result.completion_tokens, MAX_TOKENS)
+            self.assertEqual(result.prompt_tokens, len(case["prompt_token_ids"]))
+
+    def test_streaming_text_concatenates_to_the_whole(self):
+        prompt = self.cases[0]["prompt"]
+        pieces = [d.text for d in self.client.stream(prompt, max_tokens=MAX_TOKENS, temperature=0.0,
+                                                     ignore_eos=True)]
+        whole = self.client.generate(prompt, max_tokens=MAX_TOKENS, temperature=0.0, ignore_eos=True)
+        self.assertGreater(len(pieces), 1)
+        self.assertEqual("".join(pieces), whole.sequences[0].text)
+
+    def test_bad_input_is_invalid_argument_naming_the_field(self):
+        with self.assertRaises(grpc.RpcError) as err:
+            self.client.generate("hello", top_p=1.5)
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("sampling_params.top_p", err.exception.details())
+
+    def test_abort_and_cancel_mid_stream(self):
+        call = self.client.stream_raw(self.client.request("In the beginning", max_tokens=5000,
+                                                          temperature=0.0, ignore_eos=True,
+                                                          request_id="py-abort"))
+        first = next(call)
+        self.assertEqual(first.request_id, "py-abort")
+        self.assertTrue(self.client.abort("py-abort"))
+        result = self.client.collect(call)
+        self.assertEqual(result.sequences[0].finish_reason, "abort")
+        self.assertFalse(self.client.abort("py-abort"))
+
+        cancelled = self.client.stream_raw(self.client.request("And God said", max_tokens=5000,
+                                                               ignore_eos=True))
+        next(cancelled)
+        cancelled.cancel()
+        with self.assertRaises(grpc.RpcError) as err:
+            for _ in cancelled:
+                pass
+        self.assertEqual(err.exception.code(), grpc.StatusCode.CANCELLED)
+
+    def test_seeded_parallel_sampling_repeats(self):
+        kwargs = dict(max_tokens=12, temperature=0.8, seed=5, n=3)
+        a = self.client.generate("And the earth", **kwargs)
+        b = self.client.generate("And the earth", **kwargs)
+        self.assertEqual(len(a.sequences), 3)
+        self.assertEqual([s.token_ids for s in a.sequences], [s.token_ids for s in b.sequences])
+
+
+if __name__ == "__main__":
+    unittest.main()
