@@ -35,10 +35,12 @@ build: configure
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j$(JOBS)
 
-# Becomes `folio serve` (a whole local cluster with the demo model) once the
-# serving binaries land.
+# A whole local cluster (folio-scheduler + folio-worker) serving the demo
+# model on 127.0.0.1:50051; `build/bin/folio generate "prompt"` in another
+# terminal streams from it. TP=2 with `make run SERVE_ARGS="--tp 2"`.
+SERVE_ARGS ?=
 run: build
-	$(BUILD_DIR)/bin/folio-kvsim --trace sharegpt
+	$(BUILD_DIR)/bin/folio serve $(SERVE_ARGS)
 
 bench: build
 	$(BUILD_DIR)/bin/folio_bench_scheduler

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "client/commands.h"
 #include "client/offline_engine.h"
+#include "common/openmp_env.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {
@@ -225,6 +226,7 @@ int Run(int argc, char** argv) {
 }  // namespace folio
 
 int main(int argc, char** argv) {
+  folio::UsePassiveOpenMpWaitByDefault(argv);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fputs("usage: folio run|serve|generate ... (folio COMMAND --help)\n", stderr);
     return argc < 2 ? 2 : 0;

@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "common/openmp_env.h"
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -80,6 +81,7 @@ T Number(const std::string& flag, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  folio::UsePassiveOpenMpWaitByDefault(argv);
   std::string host = Env("FOLIO_WORKER_HOST", "127.0.0.1");
   std::string port_text = Env("FOLIO_WORKER_PORT", "");
   std::string rank_text = Env("FOLIO_WORKER_RANK", "0");
