@@ -131,6 +131,18 @@ class PythonClientTest(unittest.TestCase):
                 pass
         self.assertEqual(err.exception.code(), grpc.StatusCode.CANCELLED)
 
+    def test_standard_health_and_reflection_services(self):
+        # What Kubernetes gRPC probes and grpcurl call, as raw protobuf bytes:
+        # HealthCheckRequest{service=""} is empty; SERVING is field 1 = 1.
+        check = self.client.channel.unary_unary("/grpc.health.v1.Health/Check")
+        self.assertEqual(check(b"", timeout=10), b"\x08\x01")
+        # ServerReflectionRequest{list_services=""} (field 7); the answer names our services.
+        reflect = self.client.channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+        answer = b"".join(reflect(iter([b"\x3a\x00"]), timeout=10))
+        self.assertIn(b"folio.v1.Generation", answer)
+        self.assertIn(b"grpc.health.v1.Health", answer)
+
     def test_seeded_parallel_sampling_repeats(self):
         kwargs = dict(max_tokens=12, temperature=0.8, seed=5, n=3)
         a = self.client.generate("And the earth", **kwargs)
