@@ -24,7 +24,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: folio serve [--model DIR] [--tensor-parallel-size N | --tp N] [--port 50051]\n"
-    "                   [--worker-base-port 50061] [folio-scheduler flags...]\n"
+    "                   [--worker-base-port 50061] [--metrics-port 9400 (workers: +1+rank; 0 = off)]\n"
+    "                   [folio-scheduler flags...]\n"
     "Runs folio-scheduler and N folio-worker processes on 127.0.0.1 (default model:\n"
     "the demo model). Other flags go to folio-scheduler (folio-scheduler --help).\n";
 
@@ -78,6 +79,7 @@ int ServeMain(int argc, char** argv) {
   std::string model;
   int tp = 1;
   int worker_base_port = 50061;
+  int metrics_port = 9400;  // the scheduler's; rank r's is this + 1 + r; 0 = none
   std::vector<std::string> scheduler_args;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
@@ -97,6 +99,8 @@ int ServeMain(int argc, char** argv) {
       tp = std::atoi(value().c_str());
     } else if (a == "--worker-base-port") {
       worker_base_port = std::atoi(value().c_str());
+    } else if (a == "--metrics-port") {
+      metrics_port = std::atoi(value().c_str());
     } else {
       scheduler_args.push_back(a);
     }
@@ -123,13 +127,16 @@ int ServeMain(int argc, char** argv) {
   const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(tp)));
   std::vector<pid_t> workers;
   for (int r = 0; r < tp; ++r) {
+    const int worker_metrics = metrics_port > 0 ? metrics_port + 1 + r : 0;
     workers.push_back(Spawn({dir + "/folio-worker", "--rank", std::to_string(r), "--port",
-                             std::to_string(worker_base_port + r)},
+                             std::to_string(worker_base_port + r), "--metrics-port",
+                             std::to_string(worker_metrics)},
                             {"OMP_NUM_THREADS=" + threads, "OPENBLAS_NUM_THREADS=" + threads}));
   }
   std::vector<std::string> args = {dir + "/folio-scheduler", "--model", model,
                                    "--tensor-parallel-size", std::to_string(tp),
-                                   "--worker-base-port", std::to_string(worker_base_port)};
+                                   "--worker-base-port", std::to_string(worker_base_port),
+                                   "--metrics-port", std::to_string(metrics_port)};
   args.insert(args.end(), scheduler_args.begin(), scheduler_args.end());
   pid_t scheduler = Spawn(args, {});
 

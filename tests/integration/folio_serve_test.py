@@ -1,0 +1,74 @@
+"""`folio serve` and `folio generate`, the two commands a user types: a TP=2
+cluster started by `folio serve` streams the same greedy text to
+`folio generate` as `folio run` writes offline, and Ctrl-C (SIGINT) stops
+every process cleanly. Run by ctest with FOLIO_BIN_DIR set."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import unittest
+
+SOURCE_DIR = os.environ.get("FOLIO_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN_DIR = os.environ.get("FOLIO_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
+FOLIO = os.path.join(BIN_DIR, "folio")
+DEMO = os.path.join(SOURCE_DIR, "models", "folio-demo")
+PROMPT = "And God said"
+
+
+def free_ports(n):
+    """n distinct consecutive-free ports: base, base + 1, ... (worker ports count up)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n >= 65535:
+            continue
+        ok = True
+        for p in range(base, base + n):
+            with socket.socket() as t:
+                try:
+                    t.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+        if ok:
+            return base
+    raise RuntimeError("no free port range")
+
+
+class FolioServeTest(unittest.TestCase):
+    def test_serve_generate_and_ctrl_c(self):
+        port, worker_base = free_ports(1), free_ports(2)
+        serve = subprocess.Popen(
+            [FOLIO, "serve", "--model", DEMO, "--tp", "2", "--port", str(port),
+             "--worker-base-port", str(worker_base), "--metrics-port", "0"],
+            stderr=subprocess.PIPE, text=True)
+        try:
+            generated = subprocess.run(
+                [FOLIO, "generate", "--address", f"127.0.0.1:{port}", "--wait-s", "120",
+                 "--temperature", "0", "--max-tokens", "24", "--ignore-eos", PROMPT],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(generated.returncode, 0, generated.stderr)
+            self.assertIn("finish: length", generated.stderr)
+            offline = subprocess.run(
+                [FOLIO, "run", "--model", DEMO, "--prompt", PROMPT, "--temperature", "0",
+                 "--max-tokens", "24", "--ignore-eos"],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(offline.returncode, 0, offline.stderr)
+            self.assertEqual(generated.stdout.strip(), offline.stdout.strip())
+            self.assertGreater(len(generated.stdout.split()), 5)  # English words
+        finally:
+            serve.send_signal(signal.SIGINT)
+            _, err = serve.communicate(timeout=60)
+        self.assertEqual(serve.returncode, 0, err)
+        self.assertIn("folio-scheduler: shutting down", err)
+        self.assertIn("rank 0: stopped", err + generated.stdout)
+        # No process of this cluster is left.
+        left = subprocess.run(["pgrep", "-f", f"--worker-base-port {worker_base}"],
+                              capture_output=True, text=True).stdout.split()
+        self.assertEqual(left, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
