@@ -3,7 +3,8 @@
 
 // The collectives a tensor-parallel worker rank needs, behind one interface:
 // LocalCommunicator (threads in one process, for tests), GlooCommunicator
-// (CPU workers over TCP), and NCCL for CUDA workers later.
+// (CPU workers over TCP), and NcclCommunicator (CUDA workers; its pointers
+// are device memory, see nccl_communicator.h).
 //
 // Every rank of a group must call the same collectives in the same order
 // with the same counts; a rank that stops calling leaves the others waiting

@@ -41,6 +41,10 @@ if [[ ${#checks[@]} -eq 0 ]]; then
   echo "run.sh: no GPU checks were built (is nvcc visible to CMake?)" >&2
   exit 1
 fi
+# nccl_group_gpu_check needs NCCL at configure time (cmake/FolioNccl.cmake).
+if [[ ! -x "$BUILD_DIR/bin/nccl_group_gpu_check" ]]; then
+  echo "run.sh: NCCL was not found (nccl.h, libnccl; set NCCL_ROOT): nccl_group_gpu_check not built" >&2
+fi
 
 passed=() failed=() skipped=()
 for check in "${checks[@]}"; do
