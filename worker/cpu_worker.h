@@ -37,7 +37,8 @@ class CpuWorker {
     uint64_t seed = 0;  // for requests without a seed of their own
     // Compute threads of this worker: the kernels' OpenMP threads, which
     // also run the GEMMs (OpenBLAS is set to one thread per call, so its own
-    // pool never spins against OpenMP's). 0 = the hardware concurrency.
+    // pool never spins against OpenMP's). 0 = OMP_NUM_THREADS when set, else
+    // the hardware concurrency (kernels::cpu::DefaultKernelThreads).
     // Applied on the thread that calls Execute. OPENBLAS_CORETYPE and the
     // OMP_* environment are left as they are (OMP_WAIT_POLICY=PASSIVE makes
     // idle threads sleep instead of spinning, kinder on shared machines).

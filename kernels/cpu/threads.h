@@ -13,11 +13,16 @@ namespace folio::kernels::cpu {
 
 // Threads for the parallel regions the calling thread starts from now on
 // (OpenMP's nthreads ICV is per calling thread: call it on the thread that
-// runs the kernels). n <= 0: the hardware concurrency. No-op without OpenMP.
+// runs the kernels). n <= 0: DefaultKernelThreads(). No-op without OpenMP.
 void SetKernelThreads(int32_t n);
 
 // The hardware concurrency (at least 1).
 int32_t HardwareThreads();
+
+// OMP_NUM_THREADS (its first entry) when set to a positive number, else the
+// hardware concurrency: so a process started with OMP_NUM_THREADS=N (a
+// tensor-parallel rank sharing the machine) computes on N threads.
+int32_t DefaultKernelThreads();
 
 // fn(i) for i in [0, n), spread over the kernel threads (static schedule);
 // inline when n == 1. fn must be safe to call concurrently.
