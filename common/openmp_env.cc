@@ -9,7 +9,12 @@ namespace folio {
 void UsePassiveOpenMpWaitByDefault(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   if (setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) != 0) return;
-  execv("/proc/self/exe", argv);
+  // The binary's real path, so the process keeps its name (ps, pkill).
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return;
+  path[n] = '\0';
+  execv(path, argv);
   // exec failed: carry on with OpenMP's default policy.
 }
 

@@ -227,8 +227,6 @@ int Run(int argc, char** argv) {
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);
-  std::fprintf(stderr, "folio-scheduler: listening on %s:%d, waiting for %lld worker(s)\n",
-               s.host.c_str(), bound_port, static_cast<long long>(s.tensor_parallel_size));
 
   RemoteWorkerGroup::Options wo;
   if (s.workers.empty()) {
@@ -238,6 +236,8 @@ int Run(int argc, char** argv) {
   } else {
     wo.addresses = absl::StrSplit(s.workers, ',', absl::SkipEmpty());
   }
+  std::fprintf(stderr, "folio-scheduler: listening on %s:%d, waiting for %zu worker(s)\n",
+               s.host.c_str(), bound_port, wo.addresses.size());
   const std::string advertise =
       s.advertise_address.empty() ? absl::StrCat(s.host, ":", bound_port) : s.advertise_address;
   v1::InitializeRequest& init = wo.initialize;
