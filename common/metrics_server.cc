@@ -42,13 +42,5 @@ MetricsServer::~MetricsServer() = default;
 LocalHistogram::LocalHistogram(const std::vector<double>& bounds)
     : bounds_(bounds), counts_(bounds.size() + 1, 0.0) {}
 
-void LocalHistogram::Observe(double value) {
-  // Bucket i counts values <= bounds_[i], like prometheus::Histogram::Observe.
-  const size_t i = static_cast<size_t>(
-      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
-  counts_[i] += 1.0;
-  sum_ += value;
-  ++num_;
-}
 
 }  // namespace folio

@@ -45,15 +45,28 @@ class MetricsServer {
 };
 
 // Histogram observations gathered on one thread and published to a
-// prometheus::Histogram in one go (Flush): Observe costs a binary search and
-// two additions, no atomics and no lock, so hot loops can observe per
-// request and publish per step. Thread-compatible.
+// prometheus::Histogram in one go (Flush): Observe costs two comparisons
+// when the value falls in the same bucket as the last one (a decode batch's
+// inter-token latencies do), else a binary search, plus two additions; no
+// atomics, no lock. Hot loops observe per request and publish per step.
+// Thread-compatible.
 class LocalHistogram {
  public:
   // `bounds` must be the bucket boundaries the target histogram was made with.
   explicit LocalHistogram(const std::vector<double>& bounds);
 
-  void Observe(double value);
+  void Observe(double value) {
+    // Bucket i counts values in (bounds_[i-1], bounds_[i]]; the last, the rest.
+    size_t i = last_;
+    if ((i > 0 && !(value > bounds_[i - 1])) || (i < bounds_.size() && !(value <= bounds_[i]))) {
+      i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
+                              bounds_.begin());
+      last_ = i;
+    }
+    counts_[i] += 1.0;
+    sum_ += value;
+    ++num_;
+  }
   // Adds what was observed since the last Flush to `target`; no-op when
   // nothing was.
   template <typename Histogram>
@@ -70,6 +83,7 @@ class LocalHistogram {
   std::vector<double> counts_;  // bounds_.size() + 1 (+Inf)
   double sum_ = 0.0;
   int64_t num_ = 0;
+  size_t last_ = 0;  // bucket of the last observation
 };
 
 }  // namespace folio

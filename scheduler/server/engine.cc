@@ -128,7 +128,7 @@ void Engine::Loop() {
       RecordScheduled(plan, start_ns);
     }
     for (const RequestOutput& output : *outputs) Deliver(output, now_ns);
-    if (metrics != nullptr) metrics->Flush();
+    if (metrics != nullptr) metrics->Flush(/*force=*/!scheduler_->HasUnfinishedRequests());
     PublishSnapshot();
   }
   PublishSnapshot();
@@ -254,7 +254,7 @@ void Engine::FailAll(const absl::Status& status) {
     }
     if (s != sinks.end()) s->second->OnResponse(std::move(finished));
   }
-  if (options_.metrics != nullptr) options_.metrics->Flush();
+  if (options_.metrics != nullptr) options_.metrics->Flush(/*force=*/true);
   for (Submitted& submitted : inbox) {
     auto s = sinks.find(submitted.id);
     if (s != sinks.end()) {

@@ -73,12 +73,12 @@ const std::vector<double>& SchedulerMetrics::StepTokenBuckets() {
 
 SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry, const Options& options)
     : block_size_(options.block_size),
+      refresh_interval_(options.refresh_interval_s),
       ttft_(TimeToFirstTokenBuckets()),
       itl_(InterTokenLatencyBuckets()),
       e2e_(E2eLatencyBuckets()),
       queue_time_(QueueTimeBuckets()),
-      step_duration_(StepDurationBuckets()),
-      step_tokens_(StepTokenBuckets()) {
+      since_token_usage_(options.refresh_interval_s) {
   const std::string& model = options.model_name;
   auto gauge = [&](const std::string& name, const std::string& help) -> prometheus::Family<prometheus::Gauge>& {
     return prometheus::BuildGauge().Name(name).Help(help).Register(registry);
@@ -99,22 +99,22 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry, const Options
   for (auto [pool, name] : {std::pair{&device_, "device"}, std::pair{&host_, "host"}}) {
     const Labels labels = {{"model", model}, {"pool", name}};
     pool->blocks_total = &blocks_total.Add(labels);
-    pool->blocks_used = &blocks_used.Add(labels);
-    pool->usage_ratio = &usage.Add(labels);
+    pool->blocks_used.gauge = &blocks_used.Add(labels);
+    pool->usage_ratio.gauge = &usage.Add(labels);
   }
   device_.blocks_total->Set(options.num_device_blocks);
   host_.blocks_total->Set(options.num_host_blocks);
-  token_usage_ = &gauge("folio_kv_cache_token_usage_ratio",
+  token_usage_.gauge = &gauge("folio_kv_cache_token_usage_ratio",
                         "Tokens held / token slots of the device blocks in use, 0..1.")
                       .Add({{"model", model}});
-  fragmentation_ = &gauge("folio_kv_cache_fragmentation_ratio",
+  fragmentation_.gauge = &gauge("folio_kv_cache_fragmentation_ratio",
                           "Unfilled token slots / token slots of the device blocks in use, 0..1 "
                           "(internal fragmentation; 1 - token usage).")
                         .Add({{"model", model}});
-  running_ = &gauge("folio_requests_running", "Requests in the running batch.").Add({{"model", model}});
-  waiting_ = &gauge("folio_requests_waiting", "Requests waiting for admission (new or preempted by recompute).")
+  running_.gauge = &gauge("folio_requests_running", "Requests in the running batch.").Add({{"model", model}});
+  waiting_.gauge = &gauge("folio_requests_waiting", "Requests waiting for admission (new or preempted by recompute).")
                   .Add({{"model", model}});
-  swapped_ = &gauge("folio_requests_swapped", "Requests swapped out to the host pool.")
+  swapped_.gauge = &gauge("folio_requests_swapped", "Requests swapped out to the host pool.")
                   .Add({{"model", model}});
   auto& preemptions = counter("folio_preemptions_total", "Requests preempted, by mode.");
   preemptions_swap_ = &preemptions.Add({{"model", model}, {"mode", "swap"}});
@@ -161,6 +161,12 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry, const Options
 
 SchedulerMetrics::~SchedulerMetrics() = default;
 
+void SchedulerMetrics::CachedGauge::Set(double v) {
+  if (v == value) return;
+  value = v;
+  gauge->Set(v);
+}
+
 void SchedulerMetrics::Advance(prometheus::Counter& counter, int64_t now, int64_t* last) {
   if (now > *last) counter.Increment(static_cast<double>(now - *last));
   *last = now;
@@ -172,18 +178,30 @@ void SchedulerMetrics::RecordStep(const Scheduler& scheduler, int32_t num_schedu
   const BlockPool& device = kv.device_pool();
   const BlockPool& host = kv.host_pool();
   const int32_t device_used = device.num_used_blocks();
-  device_.blocks_used->Set(device_used);
-  device_.usage_ratio->Set(device.num_blocks() > 0 ? double(device_used) / device.num_blocks() : 0.0);
-  host_.blocks_used->Set(host.num_used_blocks());
-  host_.usage_ratio->Set(host.num_blocks() > 0 ? double(host.num_used_blocks()) / host.num_blocks()
-                                               : 0.0);
-  const double slots = static_cast<double>(device_used) * block_size_;
-  const double unfilled = slots > 0 ? scheduler.num_unfilled_device_slots() : 0.0;
-  token_usage_->Set(slots > 0 ? (slots - unfilled) / slots : 0.0);
-  fragmentation_->Set(slots > 0 ? unfilled / slots : 0.0);
-  running_->Set(scheduler.num_running());
-  waiting_->Set(scheduler.num_waiting());
-  swapped_->Set(scheduler.num_swapped());
+  device_.blocks_used.Set(device_used);
+  device_.usage_ratio.Set(device.num_blocks() > 0 ? double(device_used) / device.num_blocks() : 0.0);
+  host_.blocks_used.Set(host.num_used_blocks());
+  host_.usage_ratio.Set(host.num_blocks() > 0 ? double(host.num_used_blocks()) / host.num_blocks()
+                                              : 0.0);
+  // Token usage walks the running sequences: at most once per
+  // refresh_interval_ of step time, and at once when blocks come into
+  // use or all go back (so an idle engine always reads 0, exactly).
+  since_token_usage_ += step_seconds;
+  since_flush_ += step_seconds;
+  if (device_used == 0) {
+    token_usage_.Set(0.0);
+    fragmentation_.Set(0.0);
+    since_token_usage_ = refresh_interval_;
+  } else if (since_token_usage_ >= refresh_interval_) {
+    const double slots = static_cast<double>(device_used) * block_size_;
+    const double unfilled = scheduler.num_unfilled_device_slots();
+    token_usage_.Set((slots - unfilled) / slots);
+    fragmentation_.Set(unfilled / slots);
+    since_token_usage_ = 0.0;
+  }
+  running_.Set(scheduler.num_running());
+  waiting_.Set(scheduler.num_waiting());
+  swapped_.Set(scheduler.num_swapped());
 
   const SchedulerStats& stats = scheduler.stats();
   Advance(*preemptions_swap_, stats.num_preemptions_swap, &last_stats_.num_preemptions_swap);
@@ -195,8 +213,10 @@ void SchedulerMetrics::RecordStep(const Scheduler& scheduler, int32_t num_schedu
   Advance(*prefix_queries_, prefix.queries, &last_prefix_.queries);
   Advance(*prefix_hits_, prefix.hits, &last_prefix_.hits);
 
-  step_duration_.Observe(step_seconds);
-  step_tokens_.Observe(num_scheduled_tokens);
+  // One observation each per step: straight to the histogram (a bucket and
+  // the sum), cheaper than publishing every bucket of a local copy.
+  step_duration_hist_->Observe(step_seconds);
+  step_tokens_hist_->Observe(num_scheduled_tokens);
 }
 
 void SchedulerMetrics::RecordFinished(FinishReason reason, double e2e_seconds) {
@@ -206,13 +226,13 @@ void SchedulerMetrics::RecordFinished(FinishReason reason, double e2e_seconds) {
   e2e_.Observe(e2e_seconds);
 }
 
-void SchedulerMetrics::Flush() {
+void SchedulerMetrics::Flush(bool force) {
+  if (!force && since_flush_ < refresh_interval_) return;
+  since_flush_ = 0.0;
   ttft_.Flush(*ttft_hist_);
   itl_.Flush(*itl_hist_);
   e2e_.Flush(*e2e_hist_);
   queue_time_.Flush(*queue_hist_);
-  step_duration_.Flush(*step_duration_hist_);
-  step_tokens_.Flush(*step_tokens_hist_);
 }
 
 }  // namespace folio

@@ -30,9 +30,12 @@
 //
 // Thread-compatible: the engine thread calls every Record*/Flush method;
 // scrapes read the underlying prometheus-cpp metrics concurrently (atomics).
-// Cost: a step's Record* calls set a dozen atomics and walk the running
-// sequences once (token usage); per-request observations go to thread-local
-// bucket counts that Flush publishes once per step.
+// Cost: a step's Record* calls set the gauges that changed and bump the
+// counters that grew (atomics); per-request latencies go to local bucket
+// counts. Every Options::refresh_interval_s of step time (1 ms; on a GPU
+// that is every step) the token usage walks the running sequences and
+// Flush publishes the local buckets, so those lag the other series by at
+// most that; when the engine goes idle everything is published at once.
 
 #include <array>
 #include <cstdint>
@@ -61,6 +64,12 @@ class SchedulerMetrics {
     int32_t num_device_blocks = 0;
     int32_t num_host_blocks = 0;
     int32_t tensor_parallel_size = 1;
+    // Token usage and fragmentation (a walk over the running sequences) and
+    // the latency histograms (gathered locally) are refreshed at most once
+    // per this much step time (seconds), and whenever the engine goes idle:
+    // on a GPU every step, on a fast scheduler-only loop every few dozen
+    // steps — far finer than any scrape interval. 0 = every step.
+    double refresh_interval_s = 0.001;
   };
 
   // Registers every family in `registry` (which must outlive this object)
@@ -82,9 +91,11 @@ class SchedulerMetrics {
   void RecordInterToken(double seconds) { itl_.Observe(seconds); }
   // A request's end (its Finished message), `e2e_seconds` after submission.
   void RecordFinished(FinishReason reason, double e2e_seconds);
-  // Publishes the histogram observations gathered since the last Flush.
-  // Call once per step, after its outputs were delivered.
-  void Flush();
+  // Publishes the latency observations gathered since the last publication
+  // when `force` or refresh_interval_s of step time has passed. Call once
+  // per step, after its outputs were delivered; force when no request is
+  // left (the figures must not wait for a next step that may never come).
+  void Flush(bool force);
 
   // Bucket boundaries (seconds, or tokens for step tokens).
   static const std::vector<double>& TimeToFirstTokenBuckets();
@@ -95,23 +106,31 @@ class SchedulerMetrics {
   static const std::vector<double>& StepTokenBuckets();
 
  private:
+  // A gauge and the value last set (engine thread): most gauges hold still
+  // from one step to the next, and an unchanged one costs no atomic store.
+  struct CachedGauge {
+    prometheus::Gauge* gauge = nullptr;
+    double value = 0.0;
+    void Set(double v);
+  };
   struct Pool {
     prometheus::Gauge* blocks_total;
-    prometheus::Gauge* blocks_used;
-    prometheus::Gauge* usage_ratio;
+    CachedGauge blocks_used;
+    CachedGauge usage_ratio;
   };
   // Adds `now - *last` to `counter` when positive; *last = now.
   static void Advance(prometheus::Counter& counter, int64_t now, int64_t* last);
 
   const int32_t block_size_;
+  const double refresh_interval_;
 
   Pool device_{};
   Pool host_{};
-  prometheus::Gauge* token_usage_ = nullptr;
-  prometheus::Gauge* fragmentation_ = nullptr;
-  prometheus::Gauge* running_ = nullptr;
-  prometheus::Gauge* waiting_ = nullptr;
-  prometheus::Gauge* swapped_ = nullptr;
+  CachedGauge token_usage_;
+  CachedGauge fragmentation_;
+  CachedGauge running_;
+  CachedGauge waiting_;
+  CachedGauge swapped_;
   prometheus::Counter* preemptions_swap_ = nullptr;
   prometheus::Counter* preemptions_recompute_ = nullptr;
   prometheus::Counter* prefix_queries_ = nullptr;
@@ -133,10 +152,10 @@ class SchedulerMetrics {
   LocalHistogram itl_;
   LocalHistogram e2e_;
   LocalHistogram queue_time_;
-  LocalHistogram step_duration_;
-  LocalHistogram step_tokens_;
   SchedulerStats last_stats_;
   KvCacheManager::PrefixCacheStats last_prefix_;
+  double since_token_usage_;  // step time since the last walk
+  double since_flush_ = 0.0;  // step time since the last publication
 };
 
 }  // namespace folio

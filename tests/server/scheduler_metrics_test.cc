@@ -39,13 +39,17 @@ struct Served {
   Exposition Get() const { return Scrape(server->port()); }
 };
 
-std::unique_ptr<Served> Serve(EngineSetup setup) {
+// `refresh_interval_s` 0: every figure every step (the tests that look
+// mid-flight compare exact figures); the default lags by up to 1 ms of step
+// time and catches up when the engine goes idle.
+std::unique_ptr<Served> Serve(EngineSetup setup, double refresh_interval_s = 0) {
   auto s = std::make_unique<Served>();
   SchedulerMetrics::Options mo;
   mo.model_name = "folio-demo";
   mo.block_size = setup.block_size;
   mo.num_device_blocks = setup.num_device_blocks;
   mo.num_host_blocks = setup.num_host_blocks;
+  mo.refresh_interval_s = refresh_interval_s;
   s->metrics = std::make_unique<SchedulerMetrics>(*s->registry, mo);
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
       MetricsServer::Start("127.0.0.1", 0, s->registry);
@@ -159,7 +163,8 @@ TEST(SchedulerMetricsTest, EveryDesignMetricIsServedWithItsTypeAndLabels) {
 }
 
 TEST(SchedulerMetricsTest, CountersMatchAWorkloadAndKvBlocksReturnToZero) {
-  std::unique_ptr<Served> s = Serve({});
+  // The production refresh interval: everything is exact once idle.
+  std::unique_ptr<Served> s = Serve({}, SchedulerMetrics::Options().refresh_interval_s);
   ASSERT_NE(s, nullptr);
   const std::vector<ReferenceCase> cases = LoadReference();
   std::vector<Submitted> subs;
@@ -228,34 +233,97 @@ TEST(SchedulerMetricsTest, CountersMatchAWorkloadAndKvBlocksReturnToZero) {
 }
 
 TEST(SchedulerMetricsTest, KvGaugesMoveWhileServingAndAnAbortIsCounted) {
-  std::unique_ptr<Served> s = Serve({});
+  CpuWorkerGroup* group = nullptr;
+  EngineSetup setup;
+  setup.group_out = &group;
+  std::unique_ptr<Served> s = Serve(setup);
   ASSERT_NE(s, nullptr);
-  // 40 prompt tokens or so and up to 400 more: a few blocks, the last partly filled.
+  // Steps 0 (the prefill) to 3 run; step 4 waits, so the gauges stand still.
+  group->HoldAtStep(4);
+  struct ReleaseAtEnd {
+    CpuWorkerGroup* group;
+    ~ReleaseAtEnd() { group->Release(); }
+  } release{group};
   Submitted sub = Submit(*s->engine, GreedyRequest("In the beginning God created the heaven and the earth.", 400));
-  ASSERT_TRUE(sub.sink->WaitFirstChunk());
-  // The step that produced the chunk recorded its gauges before delivering it.
+  ASSERT_TRUE(group->WaitHeld(4));
   const Exposition during = s->Get();
-  const double used = Must(during, "folio_kv_cache_blocks_used", {{"pool", "device"}});
-  EXPECT_GT(used, 0);
-  EXPECT_NEAR(Must(during, "folio_kv_cache_usage_ratio", {{"pool", "device"}}), used / 256, 1e-12);
-  const double token_usage = Must(during, "folio_kv_cache_token_usage_ratio");
-  EXPECT_GT(token_usage, 0);
-  EXPECT_LE(token_usage, 1);
-  EXPECT_NEAR(Must(during, "folio_kv_cache_fragmentation_ratio"), 1 - token_usage, 1e-12);
-  // One sequence: fewer than block_size slots of its blocks are unfilled.
-  EXPECT_LT((1 - token_usage) * used * 16, 16);
-  EXPECT_EQ(Must(during, "folio_requests_running"), 1);
-  EXPECT_EQ(Must(during, "folio_time_to_first_token_seconds_count"), 1);
-
+  group->Release();
   ASSERT_TRUE(s->engine->Abort(sub.id));
   ASSERT_TRUE(sub.sink->Wait());
   ASSERT_TRUE(s->engine->WaitIdle(absl::Seconds(60)));
+  v1::Usage usage;
+  Reassemble(sub.sink->responses(), &usage);
+
+  // After 4 steps: the prompt and 3 generated tokens are in the cache (the
+  // 4th was sampled, not computed yet), in just enough 16-token blocks.
+  const int64_t tokens = usage.prompt_tokens() + 3;
+  const int64_t blocks = (tokens + 15) / 16;
+  EXPECT_EQ(Must(during, "folio_kv_cache_blocks_used", {{"pool", "device"}}), blocks);
+  EXPECT_DOUBLE_EQ(Must(during, "folio_kv_cache_usage_ratio", {{"pool", "device"}}), blocks / 256.0);
+  EXPECT_DOUBLE_EQ(Must(during, "folio_kv_cache_token_usage_ratio"), tokens / (16.0 * blocks));
+  EXPECT_DOUBLE_EQ(Must(during, "folio_kv_cache_fragmentation_ratio"), 1 - tokens / (16.0 * blocks));
+  EXPECT_EQ(Must(during, "folio_requests_running"), 1);
+  EXPECT_EQ(Must(during, "folio_generation_tokens_total"), 4);
+  EXPECT_EQ(Must(during, "folio_prompt_tokens_total"), usage.prompt_tokens());
+  EXPECT_EQ(Must(during, "folio_step_duration_seconds_count"), 4);
+  EXPECT_EQ(Must(during, "folio_step_tokens_sum"), tokens);
+  EXPECT_EQ(Must(during, "folio_request_queue_time_seconds_count"), 1);
+  EXPECT_EQ(Must(during, "folio_time_to_first_token_seconds_count"), 1);
+  EXPECT_EQ(Must(during, "folio_inter_token_latency_seconds_count"), 3);
+  EXPECT_EQ(Must(during, "folio_e2e_request_latency_seconds_count"), 0);
+
   const Exposition after = s->Get();
   EXPECT_EQ(Must(after, "folio_kv_cache_blocks_used", {{"pool", "device"}}), 0);
   EXPECT_EQ(Must(after, "folio_kv_cache_token_usage_ratio"), 0);
+  EXPECT_EQ(Must(after, "folio_kv_cache_fragmentation_ratio"), 0);
   EXPECT_EQ(Must(after, "folio_requests_running"), 0);
   EXPECT_EQ(Must(after, "folio_request_success_total", {{"finish_reason", "abort"}}), 1);
   EXPECT_EQ(Must(after, "folio_e2e_request_latency_seconds_count"), 1);
+  EXPECT_EQ(Must(after, "folio_generation_tokens_total"), usage.completion_tokens());
+}
+
+// Parallel sampling: the samples share the prompt's blocks, then each
+// copies the last, partly filled one on its first write; token usage counts
+// every shared slot once.
+TEST(SchedulerMetricsTest, TokenUsageCountsSharedBlocksOnce) {
+  CpuWorkerGroup* group = nullptr;
+  EngineSetup setup;
+  setup.group_out = &group;
+  std::unique_ptr<Served> s = Serve(setup);
+  ASSERT_NE(s, nullptr);
+  group->HoldAtStep(1);
+  struct ReleaseAtEnd {
+    CpuWorkerGroup* group;
+    ~ReleaseAtEnd() { group->Release(); }
+  } release{group};
+  v1::GenerateRequest r = GreedyRequest("And God said, Let there be light: and there was light.", 8);
+  r.mutable_sampling_params()->set_n(3);
+  r.mutable_sampling_params()->set_temperature(1.0f);
+  r.mutable_sampling_params()->set_seed(7);
+  Submitted sub = Submit(*s->engine, r);
+  ASSERT_TRUE(group->WaitHeld(1));
+  const Exposition shared = s->Get();  // after the prefill: 3 samples, one table
+  group->HoldAtStep(2);
+  ASSERT_TRUE(group->WaitHeld(2));
+  const Exposition copied = s->Get();  // after each sample computed its first token
+  group->Release();
+  ASSERT_TRUE(sub.sink->Wait());
+  v1::Usage usage;
+  Reassemble(sub.sink->responses(), &usage);
+  const int64_t p = usage.prompt_tokens();
+  ASSERT_EQ(usage.completion_tokens(), 24u);
+
+  const int64_t prompt_blocks = (p + 15) / 16;
+  EXPECT_EQ(Must(shared, "folio_kv_cache_blocks_used", {{"pool", "device"}}), prompt_blocks);
+  EXPECT_DOUBLE_EQ(Must(shared, "folio_kv_cache_token_usage_ratio"), p / (16.0 * prompt_blocks));
+  EXPECT_EQ(Must(shared, "folio_generation_tokens_total"), 3);
+
+  const int64_t full = p / 16;  // still shared; each sample owns its last block
+  const int64_t tokens = 16 * full + 3 * (p - 16 * full + 1);
+  EXPECT_EQ(Must(copied, "folio_kv_cache_blocks_used", {{"pool", "device"}}), full + 3);
+  EXPECT_DOUBLE_EQ(Must(copied, "folio_kv_cache_token_usage_ratio"), tokens / (16.0 * (full + 3)));
+  EXPECT_DOUBLE_EQ(Must(copied, "folio_kv_cache_fragmentation_ratio"),
+                   1 - tokens / (16.0 * (full + 3)));
 }
 
 // The pool of engine_test's preemption test: far too small for the load.

@@ -25,7 +25,9 @@ namespace folio::testing_util {
 
 inline const std::string kDemoDir = std::string(FOLIO_SOURCE_DIR) + "/models/folio-demo";
 
-// One CPU worker in this process, optionally failing from a given step on.
+// One CPU worker in this process, optionally failing from a given step on,
+// or holding a step until the test lets it go (the engine then stands still
+// with everything before that step published).
 class CpuWorkerGroup final : public WorkerGroup {
  public:
   explicit CpuWorkerGroup(std::unique_ptr<CpuWorker> worker) : worker_(std::move(worker)) {}
@@ -33,13 +35,41 @@ class CpuWorkerGroup final : public WorkerGroup {
     if (fail_from_step_ >= 0 && static_cast<int64_t>(plan.step_id) >= fail_from_step_) {
       return absl::UnavailableError("injected worker failure");
     }
+    {
+      std::unique_lock<std::mutex> lock(hold_mu_);
+      const int64_t step = static_cast<int64_t>(plan.step_id);
+      if (hold_at_step_ >= 0 && step >= hold_at_step_) {
+        held_step_ = step;
+        hold_cv_.notify_all();
+        hold_cv_.wait(lock, [&] { return hold_at_step_ < 0 || step < hold_at_step_; });
+        held_step_ = -1;
+      }
+    }
     return worker_->Execute(plan);
   }
   void FailFromStep(int64_t step) { fail_from_step_ = step; }
+  // Steps with step_id >= `step` wait in Execute until the hold moves past
+  // them or Release(). Moving it lets the held step run.
+  void HoldAtStep(int64_t step) {
+    std::lock_guard<std::mutex> lock(hold_mu_);
+    hold_at_step_ = step;
+    hold_cv_.notify_all();
+  }
+  // Waits until step `step` is held; false at the deadline.
+  bool WaitHeld(int64_t step, absl::Duration timeout = absl::Seconds(60)) {
+    std::unique_lock<std::mutex> lock(hold_mu_);
+    return hold_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                             [&] { return held_step_ == step; });
+  }
+  void Release() { HoldAtStep(-1); }
 
  private:
   std::unique_ptr<CpuWorker> worker_;
   int64_t fail_from_step_ = -1;
+  std::mutex hold_mu_;
+  std::condition_variable hold_cv_;
+  int64_t hold_at_step_ = -1;
+  int64_t held_step_ = -1;
 };
 
 struct EngineSetup {
