@@ -140,7 +140,7 @@ int Run(int argc, char** argv) {
   flags.Double("connect-timeout-s", &s.connect_timeout_s, "wait this long for workers to start");
   flags.String("metrics-host", &s.metrics_host, "address of the Prometheus endpoint (default: --host)");
   flags.Int("metrics-port", &s.metrics_port,
-            "Prometheus /metrics port (default 9400; 0 = no metrics)");
+            "Prometheus /metrics port; -1 = 9400, serving without metrics if taken; 0 = none");
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::printf("%s%s", kUsage, flags.Help().c_str());
