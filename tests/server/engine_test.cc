@@ -22,28 +22,6 @@ using namespace testing_util;
 
 constexpr int kMaxTokens = 24;
 
-void ExpectDrained(Engine& engine, int32_t num_device_blocks, int32_t num_host_blocks = 0) {
-  ASSERT_TRUE(engine.WaitIdle(absl::Seconds(60)));
-  const EngineSnapshot snap = engine.Snapshot();
-  EXPECT_EQ(snap.num_live_requests, 0);
-  EXPECT_EQ(snap.num_running + snap.num_waiting + snap.num_swapped, 0);
-  EXPECT_EQ(snap.num_free_device_blocks, num_device_blocks) << "device KV blocks leaked";
-  EXPECT_EQ(snap.num_free_host_blocks, num_host_blocks) << "host KV blocks leaked";
-}
-
-struct Submitted {
-  std::shared_ptr<RecordingSink> sink = std::make_shared<RecordingSink>();
-  std::string id;
-};
-
-Submitted Submit(Engine& engine, const v1::GenerateRequest& request) {
-  Submitted s;
-  absl::StatusOr<std::string> id = engine.Submit(request, s.sink);
-  EXPECT_TRUE(id.ok()) << id.status();
-  if (id.ok()) s.id = *id;
-  return s;
-}
-
 TEST(EngineTest, GreedyStreamsReproduceTheReference) {
   std::unique_ptr<Engine> engine = MakeDemoEngine();
   ASSERT_NE(engine, nullptr);

@@ -62,19 +62,6 @@ std::unique_ptr<Served> Serve(EngineSetup setup, double refresh_interval_s = 0) 
   return s;
 }
 
-struct Submitted {
-  std::shared_ptr<RecordingSink> sink = std::make_shared<RecordingSink>();
-  std::string id;
-};
-
-Submitted Submit(Engine& engine, const v1::GenerateRequest& request) {
-  Submitted s;
-  absl::StatusOr<std::string> id = engine.Submit(request, s.sink);
-  EXPECT_TRUE(id.ok()) << id.status();
-  if (id.ok()) s.id = *id;
-  return s;
-}
-
 // The value of a series; -1 (and a failure) when it is missing.
 double Must(const Exposition& e, const std::string& name,
             const std::map<std::string, std::string>& labels = {}) {

@@ -164,6 +164,30 @@ class RecordingSink final : public GenerateSink {
   bool done_ = false;
 };
 
+// A request submitted to an engine, with the sink recording its stream.
+struct Submitted {
+  std::shared_ptr<RecordingSink> sink = std::make_shared<RecordingSink>();
+  std::string id;
+};
+
+inline Submitted Submit(Engine& engine, const v1::GenerateRequest& request) {
+  Submitted s;
+  absl::StatusOr<std::string> id = engine.Submit(request, s.sink);
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (id.ok()) s.id = *id;
+  return s;
+}
+
+// Waits until no request is live, then checks every KV block is back.
+inline void ExpectDrained(Engine& engine, int32_t num_device_blocks, int32_t num_host_blocks = 0) {
+  ASSERT_TRUE(engine.WaitIdle(absl::Seconds(60)));
+  const EngineSnapshot snap = engine.Snapshot();
+  EXPECT_EQ(snap.num_live_requests, 0);
+  EXPECT_EQ(snap.num_running + snap.num_waiting + snap.num_swapped, 0);
+  EXPECT_EQ(snap.num_free_device_blocks, num_device_blocks) << "device KV blocks leaked";
+  EXPECT_EQ(snap.num_free_host_blocks, num_host_blocks) << "host KV blocks leaked";
+}
+
 // One output sequence, reassembled from a stream.
 struct StreamedSequence {
   std::string text;
