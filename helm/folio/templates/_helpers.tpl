@@ -1,0 +1,146 @@
+{{/* Chart name, truncated to 63 characters (DNS label). */}}
+{{- define "folio.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name: release-chart unless the release already holds it. */}}
+{{- define "folio.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "folio.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Names of the objects. Worker names leave room for "-<ordinal>" and the
+     controller-revision-hash label (StatefulSet names up to 52 characters). */}}
+{{- define "folio.scheduler.fullname" -}}
+{{- printf "%s-scheduler" (include "folio.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- define "folio.worker.fullname" -}}
+{{- printf "%s-worker" (include "folio.fullname" . | trunc 45 | trimSuffix "-") }}
+{{- end }}
+{{- define "folio.worker.headless" -}}
+{{- printf "%s-headless" (include "folio.worker.fullname" .) }}
+{{- end }}
+
+{{- define "folio.labels" -}}
+helm.sh/chart: {{ include "folio.chart" . }}
+{{ include "folio.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: folio
+{{- end }}
+
+{{- define "folio.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "folio.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "folio.scheduler.selectorLabels" -}}
+{{ include "folio.selectorLabels" . }}
+app.kubernetes.io/component: scheduler
+{{- end }}
+
+{{- define "folio.worker.selectorLabels" -}}
+{{ include "folio.selectorLabels" . }}
+app.kubernetes.io/component: worker
+{{- end }}
+
+{{- define "folio.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "folio.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "folio.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The model directory inside the containers. */}}
+{{- define "folio.modelDir" -}}
+{{- if .Values.model.subPath }}
+{{- printf "%s/%s" (trimSuffix "/" .Values.model.mountPath) (trimPrefix "/" .Values.model.subPath) }}
+{{- else }}
+{{- .Values.model.mountPath }}
+{{- end }}
+{{- end }}
+
+{{- define "folio.modelClaimName" -}}
+{{- default (printf "%s-model" (include "folio.fullname" .)) .Values.model.pvc.existingClaim }}
+{{- end }}
+
+{{- define "folio.secretName" -}}
+{{- default (printf "%s-secret" (include "folio.fullname" .)) .Values.secret.existingSecret }}
+{{- end }}
+
+{{/* Worker addresses in rank order, as the scheduler's --workers wants them. */}}
+{{- define "folio.workerAddresses" -}}
+{{- $worker := include "folio.worker.fullname" . }}
+{{- $headless := include "folio.worker.headless" . }}
+{{- $addrs := list }}
+{{- range $r := until (int .Values.tensorParallelSize) }}
+{{- $addrs = append $addrs (printf "%s-%d.%s.%s.svc:%d" $worker $r $headless $.Release.Namespace (int $.Values.worker.port)) }}
+{{- end }}
+{{- join "," $addrs }}
+{{- end }}
+
+{{/* Whether worker pods request an accelerator resource. */}}
+{{- define "folio.worker.gpu" -}}
+{{- if and .Values.worker.gpu.resourceName (gt (int .Values.worker.gpu.count) 0) }}true{{ end }}
+{{- end }}
+
+{{/* The model volume (pod spec "volumes" entry). */}}
+{{- define "folio.modelVolume" -}}
+- name: model
+{{- if eq .Values.model.source "pvc" }}
+  persistentVolumeClaim:
+    claimName: {{ include "folio.modelClaimName" . }}
+    readOnly: true
+{{- else if eq .Values.model.source "hostPath" }}
+  hostPath:
+    path: {{ .Values.model.hostPath.path }}
+    type: {{ .Values.model.hostPath.type }}
+{{- else if eq .Values.model.source "image" }}
+  emptyDir:
+    {{- with .Values.model.image.sizeLimit }}
+    sizeLimit: {{ . }}
+    {{- end }}
+{{- else }}
+{{- fail (printf "model.source must be pvc, hostPath or image, not %q" .Values.model.source) }}
+{{- end }}
+{{- end }}
+
+{{/* The init container that copies the model out of an image (model.source=image). */}}
+{{- define "folio.modelInitContainers" -}}
+{{- if eq .Values.model.source "image" }}
+{{- if not .Values.model.image.repository }}
+{{- fail "model.source=image needs model.image.repository" }}
+{{- end }}
+initContainers:
+  - name: copy-model
+    image: "{{ .Values.model.image.repository }}:{{ .Values.model.image.tag }}"
+    imagePullPolicy: {{ .Values.model.image.pullPolicy }}
+    command: ["sh", "-c", "cp -a \"$0\"/. \"$1\"/", {{ .Values.model.image.sourcePath | quote }}, {{ .Values.model.mountPath | quote }}]
+    volumeMounts:
+      - name: model
+        mountPath: {{ .Values.model.mountPath }}
+{{- end }}
+{{- end }}
+
+{{- define "folio.modelMount" -}}
+- name: model
+  mountPath: {{ .Values.model.mountPath }}
+  readOnly: true
+{{- end }}
