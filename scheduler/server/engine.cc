@@ -244,6 +244,7 @@ void Engine::FailAll(const absl::Status& status) {
     inbox.swap(inbox_);
     live_.clear();
   }
+  if (options_.on_failure) options_.on_failure(status);
   const int64_t now_ns = NowNanos();
   for (auto& [id, stream] : streams_) {
     auto s = sinks.find(id);

@@ -2,6 +2,7 @@
 #define FOLIO_SCHEDULER_SERVER_ENGINE_H_
 
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -63,6 +64,9 @@ class Engine {
     // Updated by the engine thread every step; not owned, must outlive the
     // engine. Null: no metrics.
     SchedulerMetrics* metrics = nullptr;
+    // Called once, on the engine thread, when the worker group fails and the
+    // engine stops serving (e.g. to turn the health status NOT_SERVING).
+    std::function<void(const absl::Status&)> on_failure;
   };
 
   // Takes ownership of everything; `limits` describe the served model.

@@ -300,6 +300,13 @@ int Run(int argc, char** argv) {
   limits.max_model_len = max_model_len;
   limits.bos_token_id = model->bos_token_id;
   limits.eos_token_ids = model->eos_token_ids;
+  // A failed worker group ends serving: probes see NOT_SERVING (Kubernetes
+  // restarts the pod), and new requests get UNAVAILABLE.
+  eo.on_failure = [health](const absl::Status& status) {
+    std::fprintf(stderr, "folio-scheduler: the workers failed, no longer serving: %s\n",
+                 std::string(status.message()).c_str());
+    health->SetServingStatus(false);
+  };
   absl::StatusOr<std::unique_ptr<Engine>> created =
       Engine::Create(eo, std::move(*tokenizer), limits, std::move(*workers));
   if (!created.ok()) return fail(created.status());

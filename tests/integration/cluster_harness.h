@@ -111,11 +111,17 @@ class Cluster {
     scheduler_ = -1;
     for (pid_t& w : workers_) {
       int ws;
-      if (!WaitExit(w, std::chrono::seconds(15), &ws)) Kill(w);
+      if (w > 0 && !WaitExit(w, std::chrono::seconds(15), &ws)) Kill(w);
       w = -1;
     }
     if (!exited) return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  // SIGKILLs worker rank r (a crashed GPU process, an OOM kill).
+  void KillWorker(int r) {
+    Kill(workers_[r]);
+    workers_[r] = -1;
   }
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }

@@ -251,6 +251,31 @@ TEST(ClusterTest, AbortAndCancellationMidStream) {
   EXPECT_EQ(cluster.Stop(), 0) << "folio-scheduler failed or leaked KV blocks";
 }
 
+// A worker process dies mid-stream: the stream ends with an error (not a
+// hang), and the cluster refuses new work instead of serving wrong tokens.
+TEST(ClusterTest, AWorkerCrashEndsStreamsWithAnError) {
+  Cluster cluster;
+  Cluster::Options options;
+  options.tensor_parallel_size = 2;
+  options.scheduler_flags = {"--step-timeout-s", "30"};
+  ASSERT_EQ(cluster.Start(options), "");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  auto reader = cluster.stub().Generate(&ctx, Greedy("In the beginning", 5000));
+  Output out;
+  v1::GenerateResponse r;
+  ASSERT_TRUE(reader->Read(&r));
+  Accumulate(r, out);
+  cluster.KillWorker(1);
+  while (reader->Read(&r)) Accumulate(r, out);
+  EXPECT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(out.finished);
+  EXPECT_EQ(out.reasons[0], v1::FINISH_REASON_ERROR);
+  const Output after = Generate(cluster.stub(), Greedy("And God said", 4));
+  EXPECT_EQ(after.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(cluster.Stop(), 0);
+}
+
 // The same greedy and seeded outputs from an ample pool and from a pool far
 // too small for the load, under swap and under recompute preemption.
 TEST(ClusterTest, PreemptionGivesTheSameOutputsAsAnAmplePool) {

@@ -5,6 +5,7 @@
 
 #include "scheduler/server/engine.h"
 
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -197,6 +198,11 @@ TEST(EngineTest, AWorkerFailureEndsEveryRequestWithAnError) {
   CpuWorkerGroup* group = nullptr;
   EngineSetup setup;
   setup.group_out = &group;
+  std::atomic<int> failures{0};
+  setup.on_failure = [&](const absl::Status& status) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+    ++failures;
+  };
   std::unique_ptr<Engine> engine = MakeDemoEngine(setup);
   ASSERT_NE(engine, nullptr);
   Submitted before = Submit(*engine, GreedyRequest("In the beginning", 3));
@@ -210,6 +216,7 @@ TEST(EngineTest, AWorkerFailureEndsEveryRequestWithAnError) {
   EXPECT_EQ(seqs[0].finish.reason(), v1::FINISH_REASON_ERROR);
   EXPECT_THAT(seqs[0].finish.error_message(), HasSubstr("injected worker failure"));
   EXPECT_FALSE(engine->healthy());
+  EXPECT_EQ(failures.load(), 1);  // told once, so the server can turn NOT_SERVING
   EXPECT_EQ(engine->Submit(GreedyRequest("x", 1), std::make_shared<RecordingSink>()).status().code(),
             absl::StatusCode::kUnavailable);
 }

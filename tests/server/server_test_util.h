@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -81,6 +82,7 @@ struct EngineSetup {
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
   CpuWorkerGroup** group_out = nullptr;  // to inject failures
   SchedulerMetrics* metrics = nullptr;    // Engine::Options::metrics
+  std::function<void(const absl::Status&)> on_failure;  // Engine::Options::on_failure
 };
 
 inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
@@ -106,6 +108,7 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   eo.scheduler.preemption_mode = setup.preemption_mode;
   eo.scheduler.check_invariants = true;
   eo.model_name = "folio-demo";
+  eo.on_failure = setup.on_failure;
   eo.metrics = setup.metrics;
   RequestLimits limits;
   limits.vocab_size = config.vocab_size;
