@@ -2,7 +2,7 @@
 #define FOLIO_WORKER_WORKER_METRICS_H_
 
 // folio-worker's Prometheus metrics (names fixed by DESIGN.md), each series
-// labelled model="<model directory name>" and rank="<tensor-parallel rank>":
+// labelled model="<served model name>" and rank="<tensor-parallel rank>":
 //
 //   folio_worker_step_seconds                    histogram: one Step, plan in
 //                                                to result out (cache ops,

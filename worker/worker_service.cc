@@ -130,9 +130,13 @@ grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
     worker_ = std::move(*worker);
     rank_ = request->rank();
     if (options_.metrics != nullptr) {
-      std::vector<std::string> parts = absl::StrSplit(request->model_path(), '/', absl::SkipEmpty());
-      options_.metrics->Bind(parts.empty() ? request->model_path() : parts.back(),
-                             static_cast<int>(request->rank()));
+      // The scheduler's name for the model, so dashboards join both processes' series.
+      std::string model = request->model_name();
+      if (model.empty()) {
+        std::vector<std::string> parts = absl::StrSplit(request->model_path(), '/', absl::SkipEmpty());
+        model = parts.empty() ? request->model_path() : parts.back();
+      }
+      options_.metrics->Bind(model, static_cast<int>(request->rank()));
     }
   }
   done(State::kLoaded);

@@ -242,6 +242,7 @@ int Run(int argc, char** argv) {
       s.advertise_address.empty() ? absl::StrCat(s.host, ":", bound_port) : s.advertise_address;
   v1::InitializeRequest& init = wo.initialize;
   init.set_model_path(s.model);
+  init.set_model_name(s.model_name);  // empty: the workers use the directory's name too
   init.set_dtype(ParseDType(s.dtype));
   init.set_device(s.device);
   init.set_block_size(static_cast<uint32_t>(s.block_size));

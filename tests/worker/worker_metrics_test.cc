@@ -69,7 +69,10 @@ TEST(WorkerMetricsTest, StepsAllReducesAndSwapBytesAreCounted) {
     grpc::ClientContext ctx;
     ctx.set_deadline(In(60));
     v1::InitializeRequest req;
-    req.set_model_path(kDemo + "/");  // a trailing slash still names the model
+    req.set_model_path(kDemo + "/");
+    // The scheduler's --model-name labels the series (without it, the
+    // directory's name: metrics_prometheus_test covers that).
+    req.set_model_name("demo-served");
     req.set_block_size(16);
     req.set_kv_cache_bytes(int64_t{8} << 20);
     grpc::Status s = stub->Initialize(&ctx, req, &init);
@@ -119,7 +122,7 @@ TEST(WorkerMetricsTest, StepsAllReducesAndSwapBytesAreCounted) {
   EXPECT_EQ(swapped_in, swapped_out);
 
   const testing::Exposition e = testing::Scrape(metrics_port);
-  const std::map<std::string, std::string> rank0 = {{"model", "folio-demo"}, {"rank", "0"}};
+  const std::map<std::string, std::string> rank0 = {{"model", "demo-served"}, {"rank", "0"}};
   EXPECT_EQ(e.types.at("folio_worker_step_seconds"), "histogram");
   EXPECT_EQ(e.types.at("folio_worker_allreduce_seconds"), "histogram");
   EXPECT_EQ(e.types.at("folio_worker_swap_bytes_total"), "counter");
