@@ -28,12 +28,12 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/server/engine.h"
 #include "scheduler/server/scheduler_metrics.h"
+#include "steady_decode.h"
 
 namespace folio {
 namespace {
 
-constexpr int32_t kPromptLen = 64;
-constexpr int32_t kMaxOutput = 512;
+using bench::SteadyDecode;
 
 int64_t NowNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -41,46 +41,24 @@ int64_t NowNanos() {
       .count();
 }
 
-class SteadyDecode {
+// SteadyDecode plus, when `metrics` is set, exactly the metric work
+// Engine::Loop adds per step.
+class MeteredDecode {
  public:
-  SteadyDecode(int32_t num_seqs, SchedulerMetrics* metrics) : metrics_(metrics), rng_(42) {
-    SchedulerConfig config;
-    config.block_size = 16;
-    config.num_device_blocks = num_seqs * ((kPromptLen + kMaxOutput) / 16 + 2) + 64;
-    config.num_host_blocks = 0;
-    config.max_num_seqs = num_seqs;
-    config.max_num_batched_tokens = std::max(2048, num_seqs + kPromptLen);
-    config.max_model_len = 4096;
-    config.enable_prefix_caching = true;
-    config.check_invariants = false;
-    scheduler_ = std::move(Scheduler::Create(config).value());
-    for (int32_t i = 0; i < num_seqs; ++i) AddRequest();
-    for (int i = 0; i < kMaxOutput; ++i) Step();
-  }
+  MeteredDecode(int32_t num_seqs, SchedulerMetrics* metrics)
+      : decode_(num_seqs), metrics_(metrics) {}
 
-  // One iteration, with the engine's metric hooks when metrics_ is set.
   size_t Step() {
-    const int64_t start_ns = metrics_ != nullptr ? NowNanos() : 0;
-    StepPlan plan = scheduler_->Schedule();
-    result_.step_id = plan.step_id;
-    size_t n = 0;
-    for (const ScheduledSequence& s : plan.scheduled) {
-      if (s.sample_mode == SampleMode::kNone) continue;
-      if (n == result_.samples.size()) result_.samples.emplace_back();
-      SequenceSamples& out = result_.samples[n++];
-      out.seq_id = s.seq_id;
-      out.tokens.assign(1, {static_cast<TokenId>(rng_() % 32000), -1.0f, {}});
-    }
-    result_.samples.resize(n);
-    auto outputs = scheduler_->Update(result_);
-    FOLIO_CHECK(outputs.ok());
-    if (metrics_ != nullptr) {
+    if (metrics_ == nullptr) return decode_.Step();
+    const int64_t start_ns = NowNanos();
+    return decode_.Step([&](const StepPlan& plan, const std::vector<RequestOutput>& outputs) {
       const int64_t now_ns = NowNanos();
-      metrics_->RecordStep(*scheduler_, plan.num_scheduled_tokens, (now_ns - start_ns) * 1e-9);
+      metrics_->RecordStep(decode_.scheduler(), plan.num_scheduled_tokens,
+                           (now_ns - start_ns) * 1e-9);
       // Engine::RecordScheduled: queue time of the newly scheduled.
       for (size_t i = 0; i < plan.new_sequences.size(); ++i) metrics_->RecordQueueTime(0.01);
       // Engine::RecordOutput, per output.
-      for (const RequestOutput& o : *outputs) {
+      for (const RequestOutput& o : outputs) {
         if (!o.sequences.empty() && !o.sequences[0].token_ids.empty()) {
           if (o.sequences[0].token_ids.size() == 1 && o.num_output_tokens == 1) {
             metrics_->RecordFirstToken(0.02);
@@ -92,36 +70,19 @@ class SteadyDecode {
       }
       last_ns_ = now_ns;
       metrics_->Flush(/*force=*/false);
-    }
-    for (const RequestOutput& o : *outputs) {
-      if (o.finished) AddRequest();
-    }
-    return plan.scheduled.size();
+    });
   }
 
  private:
-  void AddRequest() {
-    RequestSpec spec;
-    spec.id = next_id_++;
-    spec.prompt.resize(kPromptLen);
-    for (TokenId& t : spec.prompt) t = static_cast<TokenId>(rng_() % 32000);
-    spec.sampling.max_tokens = 1 + static_cast<int32_t>(rng_() % kMaxOutput);
-    spec.sampling.ignore_eos = true;
-    FOLIO_CHECK(scheduler_->AddRequest(std::move(spec)).ok());
-  }
-
+  SteadyDecode decode_;
   SchedulerMetrics* const metrics_;
-  std::minstd_rand rng_;
-  std::unique_ptr<Scheduler> scheduler_;
-  StepResult result_;
-  RequestId next_id_ = 0;
   int64_t last_ns_ = 0;
 };
 
 std::unique_ptr<SchedulerMetrics> MakeMetrics(prometheus::Registry& registry, int32_t num_seqs) {
   SchedulerMetrics::Options o;
   o.model_name = "bench";
-  o.num_device_blocks = num_seqs * ((kPromptLen + kMaxOutput) / 16 + 2) + 64;
+  o.num_device_blocks = SteadyDecode::DeviceBlocksFor(num_seqs);
   return std::make_unique<SchedulerMetrics>(registry, o);
 }
 
@@ -132,7 +93,7 @@ void BM_EngineStepMetrics(benchmark::State& state) {
   const int64_t mode = state.range(1);
   prometheus::Registry registry;
   std::unique_ptr<SchedulerMetrics> metrics = mode > 0 ? MakeMetrics(registry, num_seqs) : nullptr;
-  SteadyDecode engine(num_seqs, metrics.get());
+  MeteredDecode engine(num_seqs, metrics.get());
   std::atomic<bool> stop{false};
   std::atomic<int64_t> scrapes{0};
   std::thread scraper;
@@ -168,9 +129,9 @@ void BM_MetricsPerStep(benchmark::State& state) {
   // N requests decoding (every prompt in), for RecordStep to read.
   SchedulerConfig config;
   config.block_size = 16;
-  config.num_device_blocks = num_seqs * ((kPromptLen + kMaxOutput) / 16 + 2) + 64;
+  config.num_device_blocks = SteadyDecode::DeviceBlocksFor(num_seqs);
   config.max_num_seqs = num_seqs;
-  config.max_num_batched_tokens = std::max(2048, num_seqs + kPromptLen);
+  config.max_num_batched_tokens = std::max(2048, num_seqs + SteadyDecode::kPromptLen);
   config.max_model_len = 4096;
   config.check_invariants = false;
   std::unique_ptr<Scheduler> s = std::move(Scheduler::Create(config).value());
@@ -178,9 +139,9 @@ void BM_MetricsPerStep(benchmark::State& state) {
   for (int32_t i = 0; i < num_seqs; ++i) {
     RequestSpec spec;
     spec.id = i;
-    spec.prompt.resize(kPromptLen);
+    spec.prompt.resize(SteadyDecode::kPromptLen);
     for (TokenId& t : spec.prompt) t = static_cast<TokenId>(rng() % 32000);
-    spec.sampling.max_tokens = kMaxOutput;
+    spec.sampling.max_tokens = SteadyDecode::kMaxOutput;
     spec.sampling.ignore_eos = true;
     FOLIO_CHECK(s->AddRequest(std::move(spec)).ok());
   }
