@@ -150,23 +150,24 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  (void)context;
+  // A reactor that only finishes: a call refused before it starts.
+  class Refused final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+   public:
+    explicit Refused(const grpc::Status& status) { Finish(status); }
+    void OnDone() override { delete this; }
+  };
+  if (grpc::Status allowed = auth_.Check(*context); !allowed.ok()) return new Refused(allowed);
   Engine* engine = engine_.load();
-  if (engine == nullptr) {
-    // A reactor that only finishes: the model is not being served yet.
-    class Refused final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
-     public:
-      Refused() { Finish(NotReady()); }
-      void OnDone() override { delete this; }
-    };
-    return new Refused();
-  }
+  if (engine == nullptr) return new Refused(NotReady());  // not serving the model yet
   return new GenerateReactor(*engine, *request);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Abort(grpc::CallbackServerContext* context,
                                                    const v1::AbortRequest* request,
                                                    v1::AbortResponse* response) {
+  if (grpc::Status allowed = auth_.Check(*context); !allowed.ok()) {
+    return FinishUnary(context, allowed);
+  }
   if (request->request_id().empty()) {
     return FinishUnary(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                              "request_id must not be empty"));
@@ -181,6 +182,9 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
                                                           const v1::GetModelInfoRequest* request,
                                                           v1::ModelInfo* response) {
   (void)request;
+  if (grpc::Status allowed = auth_.Check(*context); !allowed.ok()) {
+    return FinishUnary(context, allowed);
+  }
   Engine* engine = engine_.load();
   if (engine == nullptr) return FinishUnary(context, NotReady());
   *response = engine->ModelInfo();
@@ -190,6 +194,9 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
                                                       const v1::TokenizeRequest* request,
                                                       v1::TokenizeResponse* response) {
+  if (grpc::Status allowed = auth_.Check(*context); !allowed.ok()) {
+    return FinishUnary(context, allowed);
+  }
   Engine* engine = engine_.load();
   if (engine == nullptr) return FinishUnary(context, NotReady());
   const bool add_special = !request->has_add_special_tokens() || request->add_special_tokens();

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "folio/v1/generation.grpc.pb.h"
+#include "scheduler/server/api_key_auth.h"
 #include "scheduler/server/engine.h"
 
 namespace folio {
@@ -13,11 +14,16 @@ namespace folio {
 // from the engine thread, which never waits for a client. A cancelled call
 // aborts its request.
 //
+// With an API key (`auth`), every call is checked first and refused with
+// UNAUTHENTICATED without the key (api_key_auth.h); the other services of
+// the server are not this class's business and stay open.
+//
 // Thread-safe. Until set_engine(), every call answers UNAVAILABLE (the
 // server is up before its workers are); the engine must outlive its use.
 class GenerationService final : public v1::Generation::CallbackService {
  public:
-  explicit GenerationService(Engine* engine = nullptr) : engine_(engine) {}
+  explicit GenerationService(Engine* engine = nullptr, ApiKeyAuth auth = ApiKeyAuth())
+      : auth_(std::move(auth)), engine_(engine) {}
   void set_engine(Engine* engine) { engine_.store(engine); }
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
@@ -33,6 +39,7 @@ class GenerationService final : public v1::Generation::CallbackService {
                                      v1::TokenizeResponse* response) override;
 
  private:
+  const ApiKeyAuth auth_;
   std::atomic<Engine*> engine_;
 };
 

@@ -2,6 +2,11 @@
 // clients and folio.v1.Rendezvous to its workers, drives the folio-worker
 // ranks (one per device) through one plan per iteration, and owns every KV
 // block. Configured by flags or FOLIO_* environment variables.
+//
+// Securing the client port (docs/operations.md): --api-key / --api-key-file
+// (Generation calls need `authorization: Bearer <key>`), --tls-cert and
+// --tls-key (TLS), --tls-client-ca (mutual TLS), and --health-port, a
+// plaintext grpc.health.v1-only port for probes that cannot speak TLS.
 
 #include <signal.h>
 
@@ -13,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
@@ -22,12 +28,16 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
 #include "prometheus/registry.h"
 #include "scheduler/rendezvous_service.h"
+#include "scheduler/server/api_key_auth.h"
 #include "scheduler/server/engine.h"
 #include "scheduler/server/generation_service.h"
 #include "scheduler/server/remote_worker_group.h"
 #include "scheduler/server/scheduler_metrics.h"
+#include "scheduler/server/tls_credentials.h"
 
 namespace folio {
 namespace {
@@ -59,11 +69,39 @@ struct Settings {
   int64_t metrics_port = -1;  // -1: the default, 9400; 0: no metrics
   double step_timeout_s = 600;
   double connect_timeout_s = 120;
+  std::string api_key;       // FOLIO_API_KEY
+  std::string api_key_file;
+  TlsFiles tls;
+  int64_t health_port = 0;      // 0: no separate health port
+  int64_t rendezvous_port = 0;  // 0: the client port (plaintext) or, under TLS, any free port
 };
 
 constexpr char kUsage[] =
     "usage: folio-scheduler --model DIR [flags]\n"
     "Serves folio.v1.Generation and drives the folio-worker ranks.\n";
+
+// Leaves gRPC's server plugins (reflection) out of a server: the health
+// port serves grpc.health.v1 and nothing else.
+class WithoutPlugins final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments* /*args*/) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->clear();
+  }
+};
+
+// The serving status of every server's grpc.health.v1 (the client port's
+// and the --health-port's): one state, set on all.
+class HealthStatus {
+ public:
+  void Add(grpc::Server& server) { services_.push_back(server.GetHealthCheckService()); }
+  void Set(bool serving) const {
+    for (grpc::HealthCheckServiceInterface* s : services_) s->SetServingStatus(serving);
+  }
+
+ private:
+  std::vector<grpc::HealthCheckServiceInterface*> services_;
+};
 
 v1::DType ParseDType(const std::string& name) {
   if (name == "float32" || name == "f32") return v1::DTYPE_FLOAT32;
@@ -141,6 +179,20 @@ int Run(int argc, char** argv) {
   flags.String("metrics-host", &s.metrics_host, "address of the Prometheus endpoint (default: --host)");
   flags.Int("metrics-port", &s.metrics_port,
             "Prometheus /metrics port; -1 = 9400, serving without metrics if taken; 0 = none");
+  flags.String("api-key", &s.api_key,
+               "clients must send `authorization: Bearer <key>` on folio.v1.Generation calls "
+               "(health and reflection stay open); empty = no key");
+  flags.String("api-key-file", &s.api_key_file, "read the API key from this file instead");
+  flags.String("tls-cert", &s.tls.cert, "PEM certificate (chain) of the client port: serve TLS");
+  flags.String("tls-key", &s.tls.key, "PEM private key of --tls-cert");
+  flags.String("tls-client-ca", &s.tls.client_ca,
+               "PEM CA: clients must present a certificate it signed (mutual TLS)");
+  flags.Int("health-port", &s.health_port,
+            "also serve grpc.health.v1 alone, plaintext, on --host:this port (for probes "
+            "that cannot speak TLS); 0 = off");
+  flags.Int("rendezvous-port", &s.rendezvous_port,
+            "the workers' plaintext rendezvous port; 0 = the client port, or under TLS any "
+            "free port (give --advertise-address host:this port)");
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::printf("%s%s", kUsage, flags.Help().c_str());
@@ -156,6 +208,18 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "folio-scheduler: %s\n", std::string(st.message()).c_str());
     return 1;
   };
+  // Security settings first: a wrong file fails before the model loads.
+  absl::StatusOr<std::string> api_key = ApiKeyAuth::Load(s.api_key, s.api_key_file);
+  if (!api_key.ok()) return fail(api_key.status());
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> client_credentials =
+      MakeServerCredentials(s.tls);
+  if (!client_credentials.ok()) return fail(client_credentials.status());
+  for (auto [name, port] : {std::pair<const char*, int64_t>{"--health-port", s.health_port},
+                            {"--rendezvous-port", s.rendezvous_port}}) {
+    if (port < 0 || port > 65535) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(name, " must be in [0, 65535]")));
+    }
+  }
 
   absl::StatusOr<ModelConfig> model = ModelConfig::LoadFromDirectory(s.model);
   if (!model.ok()) return fail(model.status());
@@ -209,25 +273,6 @@ int Run(int argc, char** argv) {
   }
   std::unique_ptr<SchedulerMetrics> metrics;  // outlives the engine
 
-  RendezvousService rendezvous;
-  std::unique_ptr<Engine> engine;
-  GenerationService generation;  // the engine comes once the workers are up
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat(s.host, ":", s.port), grpc::InsecureServerCredentials(),
-                           &bound_port);
-  builder.SetMaxReceiveMessageSize(64 << 20);
-  builder.RegisterService(&rendezvous);
-  builder.RegisterService(&generation);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    return fail(absl::UnavailableError(absl::StrCat("cannot listen on ", s.host, ":", s.port)));
-  }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(false);
-
   RemoteWorkerGroup::Options wo;
   if (s.workers.empty()) {
     for (int64_t r = 0; r < s.tensor_parallel_size; ++r) {
@@ -236,10 +281,91 @@ int Run(int argc, char** argv) {
   } else {
     wo.addresses = absl::StrSplit(s.workers, ',', absl::SkipEmpty());
   }
-  std::fprintf(stderr, "folio-scheduler: listening on %s:%d, waiting for %zu worker(s)\n",
-               s.host.c_str(), bound_port, wo.addresses.size());
-  const std::string advertise =
+  // The workers' rendezvous (more than one rank) speaks plaintext: under TLS,
+  // or when asked, it gets a server of its own instead of the client port.
+  const bool separate_rendezvous =
+      wo.addresses.size() > 1 && (s.tls.enabled() || s.rendezvous_port != 0);
+
+  RendezvousService rendezvous;
+  std::unique_ptr<Engine> engine;
+  // The engine comes once the workers are up.
+  GenerationService generation(nullptr, ApiKeyAuth(*api_key));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(absl::StrCat(s.host, ":", s.port), *client_credentials, &bound_port);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  if (!separate_rendezvous) builder.RegisterService(&rendezvous);
+  builder.RegisterService(&generation);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    return fail(absl::UnavailableError(absl::StrCat("cannot listen on ", s.host, ":", s.port)));
+  }
+  HealthStatus health;
+  health.Add(*server);
+
+  // Plaintext side servers: grpc.health.v1 alone (--health-port) and the
+  // rendezvous. Neither carries folio.v1.Generation.
+  std::unique_ptr<grpc::Server> health_server;
+  std::unique_ptr<grpc::Server> rendezvous_server;
+  auto stop_side_servers = [&] {
+    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
+    if (rendezvous_server != nullptr) rendezvous_server->Shutdown(deadline);
+    if (health_server != nullptr) health_server->Shutdown(deadline);
+  };
+  if (s.health_port != 0) {
+    grpc::ServerBuilder hb;
+    int health_bound = 0;
+    hb.AddListeningPort(absl::StrCat(s.host, ":", s.health_port),
+                        grpc::InsecureServerCredentials(), &health_bound);
+    hb.SetOption(std::make_unique<WithoutPlugins>());
+    health_server = hb.BuildAndStart();
+    if (health_server == nullptr || health_bound == 0) {
+      server->Shutdown(std::chrono::system_clock::now());
+      return fail(absl::UnavailableError(
+          absl::StrCat("--health-port: cannot listen on ", s.host, ":", s.health_port)));
+    }
+    health.Add(*health_server);
+    std::fprintf(stderr, "folio-scheduler: grpc.health.v1 (plaintext) on %s:%d\n",
+                 s.host.c_str(), health_bound);
+  }
+  health.Set(false);
+  std::string advertise =
       s.advertise_address.empty() ? absl::StrCat(s.host, ":", bound_port) : s.advertise_address;
+  if (separate_rendezvous) {
+    grpc::ServerBuilder rb;
+    int rendezvous_bound = 0;
+    rb.AddListeningPort(absl::StrCat(s.host, ":", s.rendezvous_port),
+                        grpc::InsecureServerCredentials(), &rendezvous_bound);
+    rb.SetOption(std::make_unique<WithoutPlugins>());
+    rb.RegisterService(&rendezvous);
+    rendezvous_server = rb.BuildAndStart();
+    if (rendezvous_server == nullptr || rendezvous_bound == 0) {
+      stop_side_servers();
+      server->Shutdown(std::chrono::system_clock::now());
+      return fail(absl::UnavailableError(
+          absl::StrCat("--rendezvous-port: cannot listen on ", s.host, ":", s.rendezvous_port)));
+    }
+    if (s.advertise_address.empty()) {
+      advertise = absl::StrCat(s.host, ":", rendezvous_bound);
+    } else if (absl::EndsWith(s.advertise_address, absl::StrCat(":", bound_port))) {
+      stop_side_servers();
+      server->Shutdown(std::chrono::system_clock::now());
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "--advertise-address ", s.advertise_address,
+          " names the client port, but the workers' rendezvous is served (plaintext) on port ",
+          rendezvous_bound, " (--rendezvous-port)")));
+    }
+    std::fprintf(stderr, "folio-scheduler: worker rendezvous (plaintext) on %s:%d\n",
+                 s.host.c_str(), rendezvous_bound);
+  }
+  std::fprintf(stderr, "folio-scheduler: listening on %s:%d (%s%s), waiting for %zu worker(s)\n",
+               s.host.c_str(), bound_port,
+               !s.tls.enabled()                ? "plaintext"
+               : s.tls.client_ca.empty()       ? "TLS"
+                                               : "mutual TLS",
+               api_key->empty() ? "" : ", API key required", wo.addresses.size());
   v1::InitializeRequest& init = wo.initialize;
   init.set_model_path(s.model);
   init.set_model_name(s.model_name);  // empty: the workers use the directory's name too
@@ -265,6 +391,7 @@ int Run(int argc, char** argv) {
   if (!workers.ok()) {
     rendezvous.Shutdown();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    stop_side_servers();
     return fail(workers.status());
   }
   RemoteWorkerGroup* group = workers->get();
@@ -306,7 +433,7 @@ int Run(int argc, char** argv) {
   eo.on_failure = [health](const absl::Status& status) {
     std::fprintf(stderr, "folio-scheduler: the workers failed, no longer serving: %s\n",
                  std::string(status.message()).c_str());
-    health->SetServingStatus(false);
+    health.Set(false);
   };
   absl::StatusOr<std::unique_ptr<Engine>> created =
       Engine::Create(eo, std::move(*tokenizer), limits, std::move(*workers));
@@ -317,7 +444,7 @@ int Run(int argc, char** argv) {
     return fail(absl::InternalError(absl::StrCat("warm-up forward pass failed: ", st.message())));
   }
   generation.set_engine(engine.get());
-  health->SetServingStatus(true);
+  health.Set(true);
   ready.store(true);
   std::fprintf(stderr,
                "folio-scheduler: serving %s on %s:%d (tp=%d, %d KV blocks of %lld tokens, device %s)\n",
@@ -330,12 +457,13 @@ int Run(int argc, char** argv) {
     stop_cv.wait(lock, [&] { return stop; });
   }
   std::fprintf(stderr, "folio-scheduler: shutting down\n");
-  health->SetServingStatus(false);
+  health.Set(false);
   engine->Shutdown();  // every live stream ends with FINISH_REASON_ABORT
   rendezvous.Shutdown();
   // Every stream has ended; what is left are idle client connections, which
   // gRPC would otherwise wait on until the deadline.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  stop_side_servers();
   generation.set_engine(nullptr);
   group->Shutdown();
   // Every request has ended by now, so every block must be back: a leak is
