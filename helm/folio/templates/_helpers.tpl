@@ -85,6 +85,42 @@ app.kubernetes.io/component: worker
 {{- default (printf "%s-secret" (include "folio.fullname" .)) .Values.secret.existingSecret }}
 {{- end }}
 
+{{/* Whether the scheduler pod gets the Secret. */}}
+{{- define "folio.secret.enabled" -}}
+{{- if or .Values.secret.create .Values.secret.existingSecret }}true{{ end }}
+{{- end }}
+
+{{/* Whether the scheduler's client port speaks TLS: secret.tls.enabled, or a Secret
+     the chart makes with both crt and key. */}}
+{{- define "folio.tls.enabled" -}}
+{{- $s := .Values.secret }}
+{{- $created := and $s.create (not $s.existingSecret) }}
+{{- if or $s.tls.enabled (and $created $s.tls.crt $s.tls.key) }}
+{{- if not (include "folio.secret.enabled" .) }}
+{{- fail "secret.tls.enabled needs the TLS files in a Secret: secret.create (with secret.tls.crt and secret.tls.key) or secret.existingSecret" }}
+{{- end }}
+{{- if and $created (not (and $s.tls.crt $s.tls.key)) }}
+{{- fail "secret.tls.enabled with secret.create needs secret.tls.crt and secret.tls.key" }}
+{{- end }}
+{{- if or (eq (int .Values.scheduler.healthPort) (int .Values.scheduler.port)) (eq (int .Values.scheduler.rendezvousPort) (int .Values.scheduler.port)) (eq (int .Values.scheduler.healthPort) (int .Values.scheduler.rendezvousPort)) }}
+{{- fail "scheduler.port, scheduler.healthPort and scheduler.rendezvousPort must differ" }}
+{{- end }}
+{{- print "true" }}
+{{- else if $s.tls.clientAuth }}
+{{- fail "secret.tls.clientAuth needs TLS (secret.tls.enabled, or secret.create with secret.tls.crt and secret.tls.key)" }}
+{{- end }}
+{{- end }}
+
+{{/* The directory the Secret is mounted at. */}}
+{{- define "folio.secret.mountPath" -}}
+/etc/folio/tls
+{{- end }}
+
+{{/* The port of the scheduler's gRPC probes: plaintext health port under TLS. */}}
+{{- define "folio.scheduler.probePort" -}}
+{{- if include "folio.tls.enabled" . }}{{ .Values.scheduler.healthPort }}{{ else }}{{ .Values.scheduler.port }}{{ end }}
+{{- end }}
+
 {{/* Worker addresses in rank order, as the scheduler's --workers wants them. */}}
 {{- define "folio.workerAddresses" -}}
 {{- $worker := include "folio.worker.fullname" . }}
