@@ -2,8 +2,14 @@
 // goes to stdout as it arrives; --json prints every stream message as one
 // JSON line instead. Interrupting it closes the stream, which aborts the
 // request on the server.
+//
+// A secured endpoint (docs/operations.md): --api-key (FOLIO_API_KEY) sends
+// `authorization: Bearer <key>`; --tls-ca FILE (or --tls for the system's
+// roots) speaks TLS; --tls-client-cert/--tls-client-key for mutual TLS.
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +31,17 @@ namespace {
 constexpr char kUsage[] =
     "usage: folio generate [flags] PROMPT\n"
     "Streams a generation from a running folio cluster (folio serve).\n";
+
+// The contents of `path` (named by `flag`), or an error message.
+bool ReadFile(const std::string& flag, const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (in) out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (!in || in.bad() || out->empty()) {
+    std::fprintf(stderr, "folio generate: %s: cannot read %s\n", flag.c_str(), path.c_str());
+    return false;
+  }
+  return true;
+}
 
 const char* ReasonName(v1::FinishReason reason) {
   switch (reason) {
@@ -48,8 +65,17 @@ int GenerateMain(int argc, char** argv) {
          presence_penalty = 0.0, frequency_penalty = 0.0, timeout_s = 600, wait_s = 0;
   bool ignore_eos = false, json = false, token_ids_only = false;
   std::vector<std::string> stops, stop_token_ids;
+  std::string api_key, tls_ca, tls_server_name, tls_client_cert, tls_client_key;
+  bool tls = false;
   FlagSet flags;
   flags.String("address", &address, "the scheduler's client address");
+  flags.String("api-key", &api_key, "sent as `authorization: Bearer <key>` (folio-scheduler --api-key)");
+  flags.Bool("tls", &tls, "TLS, the server verified against the system's root CAs");
+  flags.String("tls-ca", &tls_ca, "TLS, the server verified against this PEM CA (implies --tls)");
+  flags.String("tls-server-name", &tls_server_name,
+               "expect this name in the server's certificate instead of --address's host");
+  flags.String("tls-client-cert", &tls_client_cert, "PEM client certificate (mutual TLS)");
+  flags.String("tls-client-key", &tls_client_key, "PEM key of --tls-client-cert");
   flags.Int("max-tokens", &max_tokens, "new tokens at most");
   flags.Double("temperature", &temperature, "0 = greedy");
   flags.Double("top-p", &top_p, "nucleus mass");
@@ -127,7 +153,25 @@ int GenerateMain(int argc, char** argv) {
   if (logprobs >= 0) sp->set_logprobs(static_cast<uint32_t>(logprobs));
   sp->set_priority(static_cast<int32_t>(priority));
 
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  if (tls_client_cert.empty() != tls_client_key.empty()) {
+    std::fprintf(stderr, "folio generate: give --tls-client-cert and --tls-client-key together\n");
+    return 2;
+  }
+  tls = tls || !tls_ca.empty() || !tls_client_cert.empty() || !tls_server_name.empty();
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  grpc::ChannelArguments channel_args;
+  if (tls) {
+    grpc::SslCredentialsOptions ssl;  // empty roots: the system's
+    if (!tls_ca.empty() && !ReadFile("--tls-ca", tls_ca, &ssl.pem_root_certs)) return 2;
+    if (!tls_client_cert.empty() &&
+        (!ReadFile("--tls-client-cert", tls_client_cert, &ssl.pem_cert_chain) ||
+         !ReadFile("--tls-client-key", tls_client_key, &ssl.pem_private_key))) {
+      return 2;
+    }
+    credentials = grpc::SslCredentials(ssl);
+    if (!tls_server_name.empty()) channel_args.SetSslTargetNameOverride(tls_server_name);
+  }
+  auto channel = grpc::CreateCustomChannel(address, credentials, channel_args);
   auto stub = v1::Generation::NewStub(channel);
   // Without --json: stream sequence 0 live; others (n > 1) print at the end.
   std::vector<std::string> texts;
@@ -140,6 +184,7 @@ int GenerateMain(int argc, char** argv) {
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
     ctx.set_wait_for_ready(wait_s > 0);
+    if (!api_key.empty()) ctx.AddMetadata("authorization", "Bearer " + api_key);
     auto reader = stub->Generate(&ctx, request);
     v1::GenerateResponse response;
     while (reader->Read(&response)) {
@@ -177,6 +222,13 @@ int GenerateMain(int argc, char** argv) {
   }
   if (!status.ok()) {
     if (!json && n <= 1) std::fputs("\n", stdout);
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      std::fprintf(stderr, "folio generate: not authenticated: %s (%s)\n",
+                   status.error_message().c_str(),
+                   api_key.empty() ? "the server wants an API key: pass --api-key or set FOLIO_API_KEY"
+                                   : "check --api-key / FOLIO_API_KEY");
+      return 1;
+    }
     const bool down = status.error_code() == grpc::StatusCode::UNAVAILABLE;
     std::fprintf(stderr, "folio generate: %s%s\n", status.error_message().c_str(),
                  down ? absl::StrCat(" (is a cluster serving at ", address, "?)").c_str() : "");

