@@ -7,6 +7,7 @@
 
 #include "common/sampling_params.h"
 #include "common/step_plan.h"
+#include "kernels/cpu/sampling.h"
 
 namespace folio {
 
@@ -39,6 +40,9 @@ struct SamplingRequest {
 // token is reported through SampledToken::logprob and need not be among
 // them (it is, for greedy). Beam candidates carry none.
 //
+// The algorithm itself is kernels/cpu/sampling.h (std-only, the twin of the
+// CUDA sampler); this class adapts requests and results to it.
+//
 // Thread-compatible: one Sampler per thread (it keeps scratch buffers).
 class Sampler {
  public:
@@ -49,18 +53,17 @@ class Sampler {
   // num_samples most likely tokens under the penalized distribution, best first.
   std::vector<SampledToken> Sample(const SamplingRequest& request);
 
- private:
-  void ApplyPenalties(const SamplingRequest& r, std::vector<float>& logits) const;
-  TokenId Draw(const SamplingRequest& r, int32_t sample_index);
-  // The n most likely tokens of logprobs_, best first.
-  std::vector<TokenLogprob> TopLogprobs(int32_t n);
+  // The core's parameters for `request`, its sampling keys written to
+  // `keys` (which the result's keys span borrows), one per sample.
+  kernels::cpu::SamplingRowParams RowParams(const SamplingRequest& request,
+                                            std::vector<uint64_t>* keys) const;
 
+ private:
   const uint64_t default_seed_;
-  std::vector<float> logits_;     // penalized, then scaled
-  std::vector<float> logprobs_;   // raw log-softmax
-  std::vector<int32_t> order_;    // candidate ids
-  std::vector<float> probs_;
-  std::vector<int32_t> top_order_;  // TopLogprobs scratch
+  kernels::cpu::RowSampler core_;
+  std::vector<uint64_t> keys_;
+  std::vector<kernels::cpu::ScoredToken> samples_;
+  std::vector<kernels::cpu::ScoredToken> top_;
 };
 
 // log-softmax in float with a max shift; `out` may alias `in`.
