@@ -1,0 +1,560 @@
+// GPU check: batched GPU sampling (kernels/cuda/sampling.cuh) against the CPU
+// core (kernels/cpu/sampling.h) on random logits with ties, vocabularies up to
+// 151936, and every class of parameters: greedy, temperature, top-k (select
+// and sort paths), top-p, min-p, penalties, several samples per row, top-N
+// log-probs, beam candidates (select and sort paths).
+//  - greedy tokens, top-N and beam id lists: identical (except entries whose
+//    CPU values tie within 1e-6, reported);
+//  - sampled tokens: identical in >= 99% of the draws (count reported);
+//  - log-probs within 1e-4;
+//  - one row drawn with 20000 keys: the histogram matches the CPU's
+//    distribution (chi-square), nothing outside its support.
+// Exit: 0 all passed, 1 any failure, 77 no CUDA device (ctest: skipped).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/sampling.h"
+#include "kernels/cuda/sampling.cuh"
+
+namespace folio::kernels {
+namespace {
+
+using cpu::SamplingMode;
+using cpu::SamplingRowParams;
+using cpu::ScoredToken;
+
+int g_passed = 0;
+int g_failed = 0;
+
+#define CHECK_CUDA(expr)                                                                   \
+  do {                                                                                     \
+    cudaError_t err_ = (expr);                                                             \
+    if (err_ != cudaSuccess) {                                                             \
+      std::printf("FAIL %s: %s -> %s\n", name.c_str(), #expr, cudaGetErrorString(err_)); \
+      ++g_failed;                                                                          \
+      return;                                                                              \
+    }                                                                                      \
+  } while (0)
+
+void Report(const std::string& name, bool ok, const std::string& detail) {
+  std::printf("%s %s %s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.c_str());
+  ++(ok ? g_passed : g_failed);
+}
+
+struct DeviceMem {
+  void* p = nullptr;
+  ~DeviceMem() {
+    if (p != nullptr) cudaFree(p);
+  }
+  cudaError_t Alloc(size_t bytes) { return cudaMalloc(&p, std::max<size_t>(bytes, 1)); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
+};
+
+template <typename T>
+cudaError_t Upload(DeviceMem* m, const std::vector<T>& v) {
+  cudaError_t err = m->Alloc(v.size() * sizeof(T));
+  if (err != cudaSuccess || v.empty()) return err;
+  return cudaMemcpy(m->p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+}
+
+// One row of a batch with the storage its params' spans borrow.
+struct Row {
+  std::vector<float> logits;
+  std::vector<int32_t> prompt, output;
+  std::vector<uint64_t> keys;
+  SamplingRowParams p;
+  std::string label;
+};
+
+// Results of one row, CPU or GPU.
+struct RowResult {
+  std::vector<ScoredToken> samples;
+  std::vector<ScoredToken> top;
+};
+
+// Runs `rows` (all of one vocabulary) through SampleRows; per row, the
+// samples (beam: min(n, vocab) candidates) and top list.
+void RunGpu(const std::string& name, const std::vector<Row>& rows, int32_t vocab,
+            std::vector<RowResult>* results, bool* ok) {
+  *ok = false;
+  gpu::GpuSamplingBatch batch;
+  for (const Row& r : rows) batch.Add(r.p);
+  std::vector<float> logits;
+  for (const Row& r : rows) logits.insert(logits.end(), r.logits.begin(), r.logits.end());
+  const int32_t n_rows = static_cast<int32_t>(rows.size());
+  const int32_t total = batch.num_samples();
+  const int32_t max_top = batch.max_top;
+
+  DeviceMem d_logits, d_rows, d_history, d_keys, d_tokens, d_logprobs, d_top_ids, d_top_lp, d_ws;
+  CHECK_CUDA(Upload(&d_logits, logits));
+  CHECK_CUDA(Upload(&d_rows, batch.rows));
+  CHECK_CUDA(Upload(&d_history, batch.history));
+  CHECK_CUDA(Upload(&d_keys, batch.keys));
+  CHECK_CUDA(d_tokens.Alloc(sizeof(int32_t) * total));
+  CHECK_CUDA(d_logprobs.Alloc(sizeof(float) * total));
+  CHECK_CUDA(d_top_ids.Alloc(sizeof(int32_t) * n_rows * max_top));
+  CHECK_CUDA(d_top_lp.Alloc(sizeof(float) * n_rows * max_top));
+  const size_t ws_bytes = gpu::SamplingWorkspaceBytes(n_rows, vocab);
+  if (ws_bytes == 0) {
+    Report(name, false, "SamplingWorkspaceBytes returned 0");
+    return;
+  }
+  CHECK_CUDA(d_ws.Alloc(ws_bytes));
+  // Poison the outputs: every slot must be written.
+  CHECK_CUDA(cudaMemset(d_tokens.p, 0x7f, sizeof(int32_t) * total));
+  CHECK_CUDA(cudaMemset(d_top_ids.p, 0x7f, sizeof(int32_t) * n_rows * max_top));
+
+  gpu::GpuSamplingInputs in;
+  in.logits = d_logits.as<float>();
+  in.vocab = vocab;
+  in.rows = batch.rows;
+  in.rows_dev = d_rows.as<gpu::GpuSamplingRow>();
+  in.history_dev = d_history.as<int32_t>();
+  in.history_size = static_cast<int64_t>(batch.history.size());
+  in.keys_dev = d_keys.as<uint64_t>();
+  in.num_samples = total;
+  gpu::GpuSamplingOutputs out;
+  out.tokens = d_tokens.as<int32_t>();
+  out.logprobs = d_logprobs.as<float>();
+  out.top_ids = d_top_ids.as<int32_t>();
+  out.top_logprobs = d_top_lp.as<float>();
+  out.max_top = max_top;
+
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  CHECK_CUDA(gpu::SampleRows(in, d_ws.p, ws_bytes, out, stream));
+  std::vector<int32_t> tokens(total), top_ids(size_t(n_rows) * max_top);
+  std::vector<float> lps(total), top_lps(size_t(n_rows) * max_top);
+  CHECK_CUDA(gpu::CopySamplingOutputsToHost(out, n_rows, total, tokens.data(), lps.data(),
+                                            top_ids.data(), top_lps.data(), stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+
+  results->assign(rows.size(), {});
+  for (int32_t r = 0; r < n_rows; ++r) {
+    const gpu::GpuSamplingRow& g = batch.rows[r];
+    RowResult& res = (*results)[r];
+    for (int32_t s = 0; s < g.num_samples; ++s) {
+      const int32_t slot = g.sample_offset + s;
+      if (tokens[slot] == -1 && g.mode == 1) continue;  // beam slot past the vocabulary
+      res.samples.push_back({tokens[slot], lps[slot]});
+    }
+    for (int32_t j = 0; j < max_top; ++j) {
+      const int32_t id = top_ids[size_t(r) * max_top + j];
+      if (id == -1) continue;
+      res.top.push_back({id, top_lps[size_t(r) * max_top + j]});
+    }
+  }
+  *ok = true;
+}
+
+struct Tally {
+  int64_t greedy = 0, greedy_same = 0;
+  int64_t drawn = 0, drawn_same = 0;
+  int64_t listed = 0, listed_same = 0, listed_tie = 0;
+  int64_t bad_list = 0, bad_greedy = 0, bad_logprob = 0, bad_range = 0;
+  double max_lp_err = 0;
+};
+
+// |got - want|, 0 when equal (also both -inf: masked tokens), NaN stays NaN.
+double LogprobErr(float got, float want) {
+  return got == want ? 0.0 : std::fabs(double(got) - double(want));
+}
+
+// Compares ranked lists (top-N or beam): same length, same ids except where
+// the CPU's values of the two ids tie within 1e-6, log-probs within 1e-4.
+void CompareList(const std::vector<ScoredToken>& want, const std::vector<ScoredToken>& got,
+                 const std::vector<float>& values, Tally* t) {
+  if (want.size() != got.size()) {
+    ++t->bad_list;
+    return;
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    ++t->listed;
+    const int32_t id = got[i].token;
+    if (id < 0 || id >= static_cast<int32_t>(values.size())) {
+      ++t->bad_range;
+      continue;
+    }
+    if (id == want[i].token) {
+      ++t->listed_same;
+    } else if (values[id] == values[want[i].token] ||
+               std::fabs(values[id] - values[want[i].token]) <= 1e-6f) {
+      ++t->listed_tie;
+    } else {
+      ++t->bad_list;
+    }
+    const double e = LogprobErr(got[i].logprob, values[id]);
+    t->max_lp_err = std::max(t->max_lp_err, e);
+    if (!(e <= 1e-4)) ++t->bad_logprob;
+  }
+}
+
+void CompareRow(const Row& row, const RowResult& want, const RowResult& got, Tally* t) {
+  const int32_t vocab = static_cast<int32_t>(row.logits.size());
+  std::vector<float> raw(vocab);
+  cpu::LogSoftmax(row.logits, raw);
+  if (row.p.mode == SamplingMode::kBeam) {
+    std::vector<float> pen = row.logits;
+    cpu::ApplyPenalties(row.p, pen);
+    cpu::LogSoftmax(pen, pen);
+    CompareList(want.samples, got.samples, pen, t);
+    if (!got.top.empty()) ++t->bad_list;
+    return;
+  }
+  CompareList(want.top, got.top, raw, t);
+  if (want.samples.size() != got.samples.size()) {
+    ++t->bad_list;
+    return;
+  }
+  const bool greedy = row.p.temperature == 0.0f;
+  for (size_t i = 0; i < want.samples.size(); ++i) {
+    const int32_t id = got.samples[i].token;
+    if (id < 0 || id >= vocab) {
+      ++t->bad_range;
+      continue;
+    }
+    const bool same = id == want.samples[i].token;
+    if (greedy) {
+      ++t->greedy;
+      t->greedy_same += same;
+      t->bad_greedy += !same;
+    } else {
+      ++t->drawn;
+      t->drawn_same += same;
+    }
+    const double e = LogprobErr(got.samples[i].logprob, raw[id]);
+    t->max_lp_err = std::max(t->max_lp_err, e);
+    if (!(e <= 1e-4)) ++t->bad_logprob;
+  }
+}
+
+// Logits: normal, optionally rounded to a coarse grid so that many tie, and
+// with a few planted ties at the top.
+std::vector<float> MakeLogits(int32_t vocab, bool coarse, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> v(vocab);
+  for (float& x : v) {
+    x = normal(rng);
+    if (coarse) x = std::round(x * 4.0f) / 4.0f;
+  }
+  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+  const float top = *std::max_element(v.begin(), v.end()) + 0.5f;
+  for (int i = 0; i < 3; ++i) v[pick(rng)] = top;  // greedy ties: lowest id wins
+  if (vocab > 10) {
+    v[pick(rng)] = -INFINITY;  // masked tokens
+    v[pick(rng)] = -0.0f;
+    v[pick(rng)] = 0.0f;
+  }
+  return v;
+}
+
+std::vector<int32_t> MakeHistory(int32_t vocab, int32_t len, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
+  std::vector<int32_t> h(len);
+  for (int32_t& t : h) t = tok(rng);
+  for (int32_t i = 0; i + 3 < len; i += 7) h[i + 1] = h[i];  // repeats
+  if (len > 4) {
+    h[2] = -1;  // ignored ids
+    h[3] = vocab + 5;
+  }
+  return h;
+}
+
+struct Combo {
+  const char* label;
+  float temperature;
+  int32_t top_k;
+  float top_p, min_p;
+  bool penalties;
+  int32_t num_samples;
+  SamplingMode mode;
+  int32_t logprobs;
+};
+
+const Combo kCombos[] = {
+    {"greedy", 0.0f, 0, 1.0f, 0.0f, false, 1, SamplingMode::kSample, 0},
+    {"greedy+pen+lp5", 0.0f, 0, 1.0f, 0.0f, true, 2, SamplingMode::kSample, 5},
+    {"greedy+lp20", 0.0f, 40, 0.5f, 0.0f, false, 1, SamplingMode::kSample, 20},
+    {"T0.7", 0.7f, 0, 1.0f, 0.0f, false, 8, SamplingMode::kSample, 0},
+    {"T1+topk40", 1.0f, 40, 1.0f, 0.0f, false, 8, SamplingMode::kSample, 0},
+    {"T1.2+topk200", 1.2f, 200, 1.0f, 0.0f, false, 8, SamplingMode::kSample, 3},
+    {"T0.8+topp0.9", 0.8f, 0, 0.9f, 0.0f, false, 8, SamplingMode::kSample, 0},
+    {"T1+minp0.05", 1.0f, 0, 1.0f, 0.05f, false, 8, SamplingMode::kSample, 0},
+    {"T0.9+topk50+topp0.8+minp0.02+pen", 0.9f, 50, 0.8f, 0.02f, true, 8, SamplingMode::kSample, 4},
+    {"T1+pen+lp20", 1.0f, 0, 1.0f, 0.0f, true, 8, SamplingMode::kSample, 20},
+    {"T1.5+topp0.95+minp0.1+pen", 1.5f, 0, 0.95f, 0.1f, true, 8, SamplingMode::kSample, 0},
+    {"topk1", 1.0f, 1, 1.0f, 0.0f, false, 4, SamplingMode::kSample, 1},
+    {"topp0.01", 1.0f, 0, 0.01f, 0.0f, false, 4, SamplingMode::kSample, 0},
+    {"topk=vocab", 0.6f, 1 << 30, 1.0f, 0.0f, false, 4, SamplingMode::kSample, 0},
+    {"topk64+topp0.7", 2.0f, 64, 0.7f, 0.0f, true, 8, SamplingMode::kSample, 0},
+    {"lp_only", 1.0f, 0, 1.0f, 0.0f, false, 0, SamplingMode::kSample, 7},
+    {"beam4", 0.7f, 0, 1.0f, 0.0f, false, 4, SamplingMode::kBeam, 0},
+    {"beam8+pen", 1.0f, 0, 1.0f, 0.0f, true, 8, SamplingMode::kBeam, 0},
+    {"beam100+pen", 1.0f, 0, 1.0f, 0.0f, true, 100, SamplingMode::kBeam, 0},
+};
+
+Row MakeRow(const Combo& c, int32_t vocab, bool coarse, uint64_t seed, std::mt19937& rng) {
+  Row row;
+  row.label = c.label;
+  row.logits = MakeLogits(vocab, coarse, rng);
+  row.prompt = MakeHistory(vocab, 40 + static_cast<int32_t>(rng() % 300), rng);
+  row.output = MakeHistory(vocab, static_cast<int32_t>(rng() % 120), rng);
+  // Make sure the penalties bite: the best tokens were generated before.
+  const int32_t best = cpu::ArgMax(row.logits);
+  row.output.push_back(best);
+  row.output.push_back(best);
+  SamplingRowParams& p = row.p;
+  p.temperature = c.temperature;
+  p.top_k = c.top_k;
+  p.top_p = c.top_p;
+  p.min_p = c.min_p;
+  if (c.penalties) {
+    p.repetition_penalty = 1.3f;
+    p.presence_penalty = 0.4f;
+    p.frequency_penalty = 0.25f;
+  }
+  p.num_samples = c.num_samples;
+  p.mode = c.mode;
+  p.num_top_logprobs = c.logprobs;
+  for (int32_t s = 0; s < c.num_samples; ++s) {
+    row.keys.push_back(cpu::SamplingKey(seed, 0, 0, static_cast<int32_t>(row.output.size()), s));
+  }
+  p.prompt_tokens = row.prompt;
+  p.output_tokens = row.output;
+  p.keys = row.keys;
+  return row;
+}
+
+void CheckBatch(int32_t vocab, bool coarse, int reps, std::mt19937& rng, Tally* total) {
+  const std::string name = "batch vocab=" + std::to_string(vocab) + (coarse ? " ties" : "");
+  std::vector<Row> rows;
+  uint64_t seed = 1000;
+  for (int rep = 0; rep < reps; ++rep) {
+    for (const Combo& c : kCombos) rows.push_back(MakeRow(c, vocab, coarse, seed++, rng));
+  }
+  std::vector<RowResult> got;
+  bool ok = false;
+  RunGpu(name, rows, vocab, &got, &ok);
+  if (!ok) return;
+  Tally t;
+  cpu::RowSampler sampler;
+  std::map<std::string, int64_t> bad_by_label;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    RowResult want;
+    sampler.Sample(rows[r].logits, rows[r].p, &want.samples, &want.top);
+    const Tally before = t;
+    CompareRow(rows[r], want, got[r], &t);
+    const int64_t bad = (t.bad_list - before.bad_list) + (t.bad_greedy - before.bad_greedy) +
+                        (t.bad_logprob - before.bad_logprob) + (t.bad_range - before.bad_range) +
+                        ((t.drawn - before.drawn) - (t.drawn_same - before.drawn_same));
+    if (bad > 0) bad_by_label[rows[r].label] += bad;
+  }
+  std::string detail = "rows=" + std::to_string(rows.size()) + " greedy_same=" +
+                       std::to_string(t.greedy_same) + "/" + std::to_string(t.greedy) +
+                       " drawn_same=" + std::to_string(t.drawn_same) + "/" +
+                       std::to_string(t.drawn) + " list_same=" + std::to_string(t.listed_same) +
+                       "/" + std::to_string(t.listed) + " (ties " + std::to_string(t.listed_tie) +
+                       ") bad_list=" + std::to_string(t.bad_list) + " bad_logprob=" +
+                       std::to_string(t.bad_logprob) + " bad_range=" + std::to_string(t.bad_range) +
+                       " max_logprob_err=" + std::to_string(t.max_lp_err);
+  for (const auto& [label, n] : bad_by_label) detail += " [" + label + ": " + std::to_string(n) + "]";
+  const bool pass = t.bad_greedy == 0 && t.bad_list == 0 && t.bad_logprob == 0 &&
+                    t.bad_range == 0 && t.drawn_same * 100 >= t.drawn * 99;
+  Report(name, pass, detail);
+  total->greedy += t.greedy;
+  total->greedy_same += t.greedy_same;
+  total->drawn += t.drawn;
+  total->drawn_same += t.drawn_same;
+}
+
+// A batch of greedy rows without top log-probs: the one-kernel fast path.
+void CheckGreedyFastPath(int32_t vocab, std::mt19937& rng) {
+  const std::string name = "greedy_fast_path vocab=" + std::to_string(vocab);
+  std::vector<Row> rows;
+  for (int i = 0; i < 64; ++i) {
+    Combo c = kCombos[0];
+    c.penalties = i % 2 == 1;
+    rows.push_back(MakeRow(c, vocab, i % 3 == 0, i, rng));
+  }
+  std::vector<RowResult> got;
+  bool ok = false;
+  RunGpu(name, rows, vocab, &got, &ok);
+  if (!ok) return;
+  Tally t;
+  cpu::RowSampler sampler;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    RowResult want;
+    sampler.Sample(rows[r].logits, rows[r].p, &want.samples, &want.top);
+    CompareRow(rows[r], want, got[r], &t);
+  }
+  Report(name, t.bad_greedy == 0 && t.bad_logprob == 0 && t.bad_range == 0 && t.greedy == 64,
+         "greedy_same=" + std::to_string(t.greedy_same) + "/" + std::to_string(t.greedy) +
+             " max_logprob_err=" + std::to_string(t.max_lp_err));
+}
+
+// One row drawn with `draws` different keys: GPU histogram vs the CPU's
+// distribution (chi-square over bins of expected count >= 5, the rest
+// pooled; bound df + 6 sqrt(2 df)), nothing outside the CPU's support, and
+// token-for-token agreement with the CPU's draws.
+void CheckDistribution(int32_t vocab, const Combo& c, int32_t draws, std::mt19937& rng) {
+  const std::string name = std::string("distribution ") + c.label + " vocab=" +
+                           std::to_string(vocab) + " draws=" + std::to_string(draws);
+  Combo many = c;
+  many.num_samples = draws;
+  std::vector<Row> rows{MakeRow(many, vocab, false, 77, rng)};
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  for (float& x : rows[0].logits) x = normal(rng);  // no masked/planted values here
+  std::vector<RowResult> got;
+  bool ok = false;
+  RunGpu(name, rows, vocab, &got, &ok);
+  if (!ok) return;
+  const Row& row = rows[0];
+  std::vector<float> pen = row.logits;
+  cpu::ApplyPenalties(row.p, pen);
+  cpu::DrawDistribution dist;
+  cpu::PrepareDraw(pen, row.p, &dist);
+  std::vector<double> expected(vocab, 0.0);
+  for (int32_t i = 0; i < dist.keep; ++i) expected[dist.order[i]] = dist.probs[i] / dist.total;
+  std::vector<int64_t> counts(vocab, 0);
+  int64_t outside = 0, same = 0;
+  for (size_t i = 0; i < got[0].samples.size(); ++i) {
+    const int32_t t = got[0].samples[i].token;
+    if (t < 0 || t >= vocab || expected[t] == 0.0) {
+      ++outside;
+      continue;
+    }
+    ++counts[t];
+    same += t == cpu::DrawToken(dist, row.keys[i]);
+  }
+  double chi2 = 0.0, pooled_obs = 0.0, pooled_exp = 0.0;
+  int bins = 0;
+  for (int32_t t = 0; t < vocab; ++t) {
+    const double e = expected[t] * draws;
+    if (e == 0.0) continue;
+    if (e >= 5.0) {
+      chi2 += (counts[t] - e) * (counts[t] - e) / e;
+      ++bins;
+    } else {
+      pooled_obs += counts[t];
+      pooled_exp += e;
+    }
+  }
+  if (pooled_exp >= 5.0) {
+    chi2 += (pooled_obs - pooled_exp) * (pooled_obs - pooled_exp) / pooled_exp;
+    ++bins;
+  }
+  const double df = std::max(1, bins - 1);
+  const double bound = df + 6.0 * std::sqrt(2.0 * df);
+  const bool pass = static_cast<int32_t>(got[0].samples.size()) == draws && outside == 0 &&
+                    chi2 <= bound && same * 100 >= int64_t{draws} * 99;
+  Report(name, pass,
+         "support=" + std::to_string(dist.keep) + " chi2=" + std::to_string(chi2) + " df=" +
+             std::to_string(int(df)) + " bound=" + std::to_string(bound) + " outside=" +
+             std::to_string(outside) + " same_as_cpu=" + std::to_string(same) + "/" +
+             std::to_string(draws));
+}
+
+void CheckInvalidArgs() {
+  const std::string name = "invalid_args";
+  gpu::GpuSamplingRow row;
+  gpu::GpuSamplingInputs in;
+  in.logits = reinterpret_cast<const float*>(uintptr_t{256});
+  in.vocab = 100;
+  in.rows = {&row, 1};
+  in.rows_dev = reinterpret_cast<const gpu::GpuSamplingRow*>(uintptr_t{256});
+  in.keys_dev = reinterpret_cast<const uint64_t*>(uintptr_t{256});
+  in.num_samples = 1;
+  gpu::GpuSamplingOutputs out;
+  out.tokens = reinterpret_cast<int32_t*>(uintptr_t{256});
+  out.logprobs = reinterpret_cast<float*>(uintptr_t{256});
+  void* ws = reinterpret_cast<void*>(uintptr_t{256});
+  const size_t bytes = gpu::SamplingWorkspaceBytes(1, 100);
+  bool ok = bytes > 0 && gpu::SamplingWorkspaceBytes(0, 100) == 0 &&
+            gpu::SamplingWorkspaceBytes(1, 0) == 0 &&
+            gpu::SamplingWorkspaceBytes(65536, 10) == 0 &&
+            gpu::SamplingWorkspaceBytes(2, INT32_MAX) == 0;
+  auto expect_invalid = [&](auto mutate) {
+    gpu::GpuSamplingRow r = row;
+    gpu::GpuSamplingInputs i = in;
+    gpu::GpuSamplingOutputs o = out;
+    size_t b = bytes;
+    mutate(r, i, o, b);
+    i.rows = {&r, 1};
+    return gpu::SampleRows(i, ws, b, o, nullptr) == cudaErrorInvalidValue;
+  };
+  using R = gpu::GpuSamplingRow;
+  using I = gpu::GpuSamplingInputs;
+  using O = gpu::GpuSamplingOutputs;
+  ok = ok && expect_invalid([](R&, I&, O&, size_t& b) { b -= 1; });
+  ok = ok && expect_invalid([](R& r, I&, O&, size_t&) { r.temperature = -1.0f; });
+  ok = ok && expect_invalid([](R& r, I&, O&, size_t&) { r.temperature = NAN; });
+  ok = ok && expect_invalid([](R& r, I&, O&, size_t&) { r.num_samples = 2; });
+  ok = ok && expect_invalid([](R& r, I&, O&, size_t&) { r.mode = 2; });
+  ok = ok && expect_invalid([](R& r, I&, O&, size_t&) { r.num_top_logprobs = 1; });
+  ok = ok && expect_invalid([](R&, I&, O& o, size_t&) { o.max_top = gpu::kGpuMaxTopLogprobs + 1; });
+  ok = ok && expect_invalid([](R& r, I&, O&, size_t&) {
+    r.repetition_penalty = 1.2f;
+    r.num_prompt_tokens = 3;  // history_size is 0
+  });
+  ok = ok && expect_invalid([](R&, I& i, O&, size_t&) { i.keys_dev = nullptr; });
+  ok = ok && expect_invalid([](R&, I& i, O&, size_t&) { i.logits = nullptr; });
+  ok = ok && expect_invalid([](R&, I&, O& o, size_t&) { o.tokens = nullptr; });
+  Report(name, ok, "");
+}
+
+int Run() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    std::printf("SKIPPED: no CUDA device (%s)\n",
+                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+    std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+  }
+  std::mt19937 rng(20240603);
+  CheckInvalidArgs();
+
+  Tally total;
+  CheckBatch(50, /*coarse=*/false, 3, rng, &total);  // beam100 > vocab: all of it
+  CheckBatch(1000, /*coarse=*/true, 3, rng, &total);
+  CheckBatch(32000, /*coarse=*/false, 3, rng, &total);
+  CheckBatch(32000, /*coarse=*/true, 2, rng, &total);
+  CheckBatch(151936, /*coarse=*/false, 2, rng, &total);
+  CheckBatch(151936, /*coarse=*/true, 1, rng, &total);
+  CheckGreedyFastPath(32000, rng);
+  CheckGreedyFastPath(151936, rng);
+
+  CheckDistribution(1000, {"T1", 1.0f, 0, 1.0f, 0.0f, false, 0, SamplingMode::kSample, 0},
+                    20000, rng);
+  CheckDistribution(1000, {"T0.8+topp0.9+pen", 0.8f, 0, 0.9f, 0.0f, true, 0,
+                           SamplingMode::kSample, 0}, 20000, rng);
+  CheckDistribution(32000, {"T1+topk50+minp0.05", 1.0f, 50, 1.0f, 0.05f, false, 0,
+                            SamplingMode::kSample, 0}, 20000, rng);
+
+  std::printf("sampling_gpu_check: greedy identical %lld/%lld, sampled identical %lld/%lld\n",
+              static_cast<long long>(total.greedy_same), static_cast<long long>(total.greedy),
+              static_cast<long long>(total.drawn_same), static_cast<long long>(total.drawn));
+  std::printf("sampling_gpu_check: %d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace folio::kernels
+
+int main() { return folio::kernels::Run(); }
