@@ -1,0 +1,93 @@
+// Internal to kernels/cuda/attention*.cu: kernel parameter blocks, the
+// per-path launchers the public entry points (attention.cu) dispatch to, and
+// (under __CUDACC__) the cp.async helpers the kernels share.
+// Launchers do no argument checking (attention.cu did it) and return the
+// launch error.
+#ifndef FOLIO_KERNELS_CUDA_ATTENTION_INTERNAL_CUH_
+#define FOLIO_KERNELS_CUDA_ATTENTION_INTERNAL_CUH_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cache_layout.h"
+
+namespace folio::kernels::gpu::internal {
+
+// log2(e): scores are kept in the base-2 domain (q pre-scaled by
+// scale * log2(e)) so every exponential is one ex2.approx.
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+// Everything a paged-attention kernel needs about the cache and the batch.
+struct AttnParams {
+  const float* q = nullptr;  // [tokens][num_heads][head_dim]
+  float* out = nullptr;      // same shape
+  const void* k = nullptr;   // cache layer, see kernels/cache_layout.h
+  const void* v = nullptr;
+  const int32_t* block_tables = nullptr;  // [num_seqs][max_blocks_per_seq]
+  const int32_t* context_lens = nullptr;  // [num_seqs]
+  const int32_t* query_start = nullptr;   // prefill only: [num_seqs + 1]
+  int32_t max_blocks_per_seq = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t group = 0;           // num_heads / num_kv_heads
+  int32_t block_shift = 0;     // log2(block_size)
+  float scale_log2 = 0.0f;     // softmax scale * log2(e)
+
+  // SIMT kernel only. Query rows per CTA and how its 4 warps split them:
+  // head_warps (1, 2 or 4) warps take different rows, token_warps = 4 /
+  // head_warps warps share each row's keys.
+  int32_t rows_per_cta = 0;
+  int32_t row_chunks = 1;      // decode: CTAs per (sequence, KV head)
+  int32_t head_warps = 4;
+
+  // Partitioned decode (partition_tokens > 0): slices of that many
+  // positions; sequences of more than one slice leave per-slice partial
+  // states in the workspace, [num_seqs][num_heads][max_parts] (+ [head_dim]
+  // for the accumulators), merged by the reduce kernel.
+  int32_t partition_tokens = 0;
+  int32_t max_parts = 1;
+  float* part_acc = nullptr;
+  float* part_max = nullptr;
+  float* part_sum = nullptr;
+};
+
+// SIMT (CUDA-core) path: decode for every dtype, and prefill for fp32
+// caches. heads_per_thread is 1 or 2 (rows a warp owns).
+cudaError_t LaunchSimtDecode(const AttnParams& p, CacheDtype dtype, int32_t head_dim,
+                             int32_t heads_per_thread, int32_t num_seqs, cudaStream_t stream);
+cudaError_t LaunchDecodeReduce(const AttnParams& p, int32_t head_dim, int32_t num_seqs,
+                               cudaStream_t stream);
+cudaError_t LaunchSimtPrefill(const AttnParams& p, int32_t head_dim, int32_t num_seqs,
+                              int32_t max_query_len, cudaStream_t stream);
+
+// Tensor-core prefill for fp16 / bf16 caches.
+cudaError_t LaunchMmaPrefill(const AttnParams& p, CacheDtype dtype, int32_t head_dim,
+                             int32_t num_seqs, int32_t max_query_len, cudaStream_t stream);
+
+#if defined(__CUDACC__)
+// --- Device helpers shared by the kernels (Ampere+ cp.async, sm_80/sm_90).
+
+// Copies 16 bytes global -> shared without going through registers (L1
+// bypassed: K/V are streamed once). valid == false writes 16 zero bytes and
+// reads nothing, so masked rows of a tile are zeros, never stale data or NaN.
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most n of this thread's committed groups are still pending.
+template <int n>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory");
+}
+#endif  // __CUDACC__
+
+}  // namespace folio::kernels::gpu::internal
+
+#endif  // FOLIO_KERNELS_CUDA_ATTENTION_INTERNAL_CUH_

@@ -1,0 +1,349 @@
+// Tensor-core paged prefill for fp16 / bf16 caches (FlashAttention-2 style,
+// mma.sync.m16n8k16 with fp32 accumulation; sm_80 and later).
+//
+// A CTA (4 warps) owns 64 flat query rows of one (sequence, KV head): row
+// i * group + j is query token i of the sequence with query head j of the
+// group, so the heads of a GQA group share every K/V tile and no row is
+// padding except at the end of the sequence. Each warp owns 16 rows. The q
+// tile is converted once to the cache type (pre-scaled by scale * log2 e)
+// in shared memory; K/V tiles of 32 positions are double-buffered with
+// cp.async. Per tile a warp computes S = Q K^T (16 x 32, fp32), masks
+// positions past each row's causal limit, updates the online softmax in
+// registers (row max/sum shared by the 4 lanes of a quad), rounds P to the
+// cache type and accumulates O += P V with V fragments from ldmatrix.trans.
+//
+// Shared-memory rows are padded by 16 bytes, which makes the 32-bit fragment
+// loads of Q and K and the ldmatrix rows of V conflict-free.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "kernels/cuda/attention_internal.cuh"
+
+namespace folio::kernels::gpu::internal {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kBM = 16 * kWarps;  // query rows per CTA
+constexpr int kBN = 32;           // key positions per tile
+
+__device__ __forceinline__ float NegInf() { return __int_as_float(0xff800000); }
+
+template <typename T, int HD>
+struct MCfg {
+  static constexpr int kStride = HD + 8;  // elements per padded smem row
+  static constexpr int kQElems = kBM * kStride;
+  static constexpr int kKVElems = kBN * kStride;
+  static constexpr int kChunksPerRow = HD * static_cast<int>(sizeof(T)) / 16;
+  static constexpr int kSmemBytes = (kQElems + 2 * 2 * kKVElems) * static_cast<int>(sizeof(T));
+  static_assert(sizeof(T) == 2);
+  static_assert((kStride * 2) % 16 == 0, "rows stay 16-byte aligned");
+  static_assert((kBN * kChunksPerRow) % kThreads == 0);
+};
+
+// Two floats -> one register of two 16-bit values, lo in the low half.
+__device__ __forceinline__ uint32_t Pack(float lo, float hi, __nv_bfloat16) {
+  const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);
+  uint32_t u;
+  memcpy(&u, &x, sizeof(u));
+  return u;
+}
+__device__ __forceinline__ uint32_t Pack(float lo, float hi, __half) {
+  const __half2 x = __floats2half2_rn(lo, hi);
+  uint32_t u;
+  memcpy(&u, &x, sizeof(u));
+  return u;
+}
+
+// c += a * b for one m16n8k16 tile.
+__device__ __forceinline__ void Mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1,
+                                    __nv_bfloat16) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void Mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1,
+                                    __half) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 16-bit matrices, transposed: lanes 8i..8i+7 give the row
+// addresses of matrix i; register i receives matrix i in the B-fragment
+// layout (element (2t, g) and (2t + 1, g) of the stored matrix).
+__device__ __forceinline__ void LdMatrixX4Trans(const void* row_addr, uint32_t* r) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_addr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+__device__ __forceinline__ uint32_t Lds32(const void* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// Issues the copies of K/V positions [p0, p0 + kBN) into a stage (K then V);
+// positions >= end are zero-filled without reading the table or the cache.
+template <typename T, int HD>
+__device__ __forceinline__ void LoadKvTile(T* stage, const AttnParams& p, const int32_t* table,
+                                           int64_t head_off, int p0, int end, int tid) {
+  using C = MCfg<T, HD>;
+  const int64_t block_stride = int64_t{p.num_kv_heads} * (HD << p.block_shift);
+  const int block_mask = (1 << p.block_shift) - 1;
+#pragma unroll
+  for (int u = 0; u < kBN * C::kChunksPerRow / kThreads; ++u) {
+    const int id = tid + u * kThreads;
+    const int row = id / C::kChunksPerRow;
+    const int chunk = id % C::kChunksPerRow;
+    const int pos = p0 + row;
+    const bool valid = pos < end;
+    int64_t off = 0;
+    if (valid) {
+      off = int64_t{__ldg(table + (pos >> p.block_shift))} * block_stride + head_off +
+            int64_t{pos & block_mask} * HD + chunk * 8;
+    }
+    const int dst = row * C::kStride + chunk * 8;
+    CpAsync16(stage + dst, static_cast<const T*>(p.k) + off, valid);
+    CpAsync16(stage + C::kKVElems + dst, static_cast<const T*>(p.v) + off, valid);
+  }
+}
+
+// grid = (ceil(max_query_len * group / 64), num_seqs, num_kv_heads).
+template <typename T, int HD>
+__global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  using C = MCfg<T, HD>;
+  T* q_s = reinterpret_cast<T*>(smem_raw);
+  T* kv_s = q_s + C::kQElems;  // stage st: K at kv_s + st * 2 * kKVElems, V after it
+
+  const int s = blockIdx.y;
+  const int kvh = blockIdx.z;
+  const int q0 = p.query_start[s];
+  const int qlen = p.query_start[s + 1] - q0;
+  const int len = p.context_lens[s];
+  const int past = len - qlen;
+  const int rows_total = qlen * p.group;
+  const int r0 = blockIdx.x * kBM;
+  if (r0 >= rows_total) return;  // whole CTA, before any barrier
+  const int nrows = min(kBM, rows_total - r0);
+  const int end = past + (r0 + nrows - 1) / p.group + 1;  // keys the last row sees
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int g = lane >> 2;  // fragment row within 8
+  const int t = lane & 3;   // fragment column pair
+
+  const int32_t* table = p.block_tables + int64_t{s} * p.max_blocks_per_seq;
+  const int64_t head_off = int64_t{kvh} * (HD << p.block_shift);
+  const int ntiles = (end + kBN - 1) / kBN;
+  LoadKvTile<T, HD>(kv_s, p, table, head_off, 0, end, tid);
+  CpAsyncCommit();
+
+  // Q tile -> cache type, scaled; padding rows are zeros. Overlaps tile 0.
+  for (int id = tid; id < kBM * HD / 4; id += kThreads) {
+    const int row = id / (HD / 4);
+    const int c4 = id % (HD / 4);
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row < nrows) {
+      const int flat = r0 + row;
+      const int64_t off =
+          ((int64_t{q0} + flat / p.group) * p.num_heads + kvh * p.group + flat % p.group) * HD;
+      x = *reinterpret_cast<const float4*>(p.q + off + c4 * 4);
+    }
+    const float sc = p.scale_log2;
+    const uint2 packed = make_uint2(Pack(x.x * sc, x.y * sc, T{}), Pack(x.z * sc, x.w * sc, T{}));
+    *reinterpret_cast<uint2*>(q_s + row * C::kStride + c4 * 4) = packed;
+  }
+
+  // This thread's two rows: warp * 16 + g and + 8.
+  int limit[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = warp * 16 + g + 8 * r;
+    limit[r] = row < nrows ? past + (r0 + row) / p.group : -1;
+  }
+  float o[HD / 8][4];
+#pragma unroll
+  for (int nt = 0; nt < HD / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+  float m[2] = {NegInf(), NegInf()};
+  float l[2] = {0.0f, 0.0f};
+
+  const T* qw = q_s + (warp * 16 + g) * C::kStride + 2 * t;  // A fragment base
+  for (int it = 0; it < ntiles; ++it) {
+    if (it + 1 < ntiles) {
+      LoadKvTile<T, HD>(kv_s + ((it + 1) & 1) * 2 * C::kKVElems, p, table, head_off,
+                        (it + 1) * kBN, end, tid);
+    }
+    CpAsyncCommit();
+    CpAsyncWait<1>();  // tile it landed (this thread's copies)...
+    __syncthreads();   // ...and everyone's; the q tile too
+    const T* ks = kv_s + (it & 1) * 2 * C::kKVElems;
+    const T* vs = ks + C::kKVElems;
+
+    // S = Q K^T: 16 rows x kBN keys per warp.
+    float sacc[kBN / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = Lds32(qw + kk * 16);
+      a[1] = Lds32(qw + 8 * C::kStride + kk * 16);
+      a[2] = Lds32(qw + kk * 16 + 8);
+      a[3] = Lds32(qw + 8 * C::kStride + kk * 16 + 8);
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt) {
+        const T* kr = ks + (nt * 8 + g) * C::kStride + kk * 16 + 2 * t;
+        Mma(sacc[nt], a, Lds32(kr), Lds32(kr + 8), T{});
+      }
+    }
+
+    // Causal mask and online softmax (base 2; q carries scale * log2 e).
+    const int k0 = it * kBN;
+    float mx[2] = {NegInf(), NegInf()};
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int pos = k0 + nt * 8 + 2 * t + (e & 1);
+        if (pos > limit[e >> 1]) sacc[nt][e] = NegInf();
+        mx[e >> 1] = fmaxf(mx[e >> 1], sacc[nt][e]);
+      }
+    }
+    float m_use[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[r], mx[r]);
+      m_use[r] = m_new == NegInf() ? 0.0f : m_new;  // a row with nothing yet
+      const float alpha = exp2f(m[r] - m_use[r]);    // 0 when m was -inf
+      m[r] = m_new;
+      l[r] *= alpha;
+#pragma unroll
+      for (int nt = 0; nt < HD / 8; ++nt) {
+        o[nt][2 * r] *= alpha;
+        o[nt][2 * r + 1] *= alpha;
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sacc[nt][e] = exp2f(sacc[nt][e] - m_use[e >> 1]);
+        l[e >> 1] += sacc[nt][e];  // this lane's columns; quad-reduced at the end
+      }
+    }
+
+    // O += P V. The S accumulators of key tiles 2kk, 2kk+1 are exactly the
+    // A fragment of the k16 step kk.
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = Pack(sacc[2 * kk][0], sacc[2 * kk][1], T{});
+      a[1] = Pack(sacc[2 * kk][2], sacc[2 * kk][3], T{});
+      a[2] = Pack(sacc[2 * kk + 1][0], sacc[2 * kk + 1][1], T{});
+      a[3] = Pack(sacc[2 * kk + 1][2], sacc[2 * kk + 1][3], T{});
+      // Matrix i of the ldmatrix: keys kk*16 + (i & 1) * 8 + row, dims +(i >> 1) * 8.
+      const int mi = lane >> 3;
+      const T* vrow = vs + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * C::kStride + (mi >> 1) * 8;
+#pragma unroll
+      for (int nt2 = 0; nt2 < HD / 16; ++nt2) {
+        uint32_t b[4];
+        LdMatrixX4Trans(vrow + nt2 * 16, b);
+        Mma(o[2 * nt2], a, b[0], b[1], T{});
+        Mma(o[2 * nt2 + 1], a, b[2], b[3], T{});
+      }
+    }
+    __syncthreads();  // this stage is refilled by the next iteration's copies
+  }
+
+  // Finish the row sums across the quad and store acc / l.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const int row = warp * 16 + g + 8 * r;
+    if (row >= nrows) continue;
+    const int flat = r0 + row;
+    float* dst = p.out +
+                 ((int64_t{q0} + flat / p.group) * p.num_heads + kvh * p.group + flat % p.group) *
+                     HD +
+                 2 * t;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; ++nt) {
+      *reinterpret_cast<float2*>(dst + nt * 8) =
+          make_float2(o[nt][2 * r] * inv, o[nt][2 * r + 1] * inv);
+    }
+  }
+}
+
+// Kernels above 48 KiB of dynamic shared memory need a per-device opt-in;
+// done once per (kernel, device) and remembered in a bit per device.
+template <typename T, int HD>
+cudaError_t EnsureSmemOptIn() {
+  constexpr int kBytes = MCfg<T, HD>::kSmemBytes;
+  if constexpr (kBytes <= 48 * 1024) {
+    return cudaSuccess;
+  } else {
+    static std::atomic<uint64_t> done{0};
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+    if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+    err = cudaFuncSetAttribute(MmaPrefillKernel<T, HD>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+    if (err == cudaSuccess) done.fetch_or(bit, std::memory_order_acq_rel);
+    return err;
+  }
+}
+
+template <typename T, int HD>
+cudaError_t PrefillAs(const AttnParams& p, int32_t num_seqs, int32_t max_query_len,
+                      cudaStream_t stream) {
+  const cudaError_t err = EnsureSmemOptIn<T, HD>();
+  if (err != cudaSuccess) return err;
+  const int64_t rows = int64_t{max_query_len} * p.group;
+  const dim3 grid(static_cast<unsigned>((rows + kBM - 1) / kBM), static_cast<unsigned>(num_seqs),
+                  static_cast<unsigned>(p.num_kv_heads));
+  MmaPrefillKernel<T, HD><<<grid, kThreads, MCfg<T, HD>::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t PrefillDtype(const AttnParams& p, int32_t head_dim, int32_t num_seqs,
+                         int32_t max_query_len, cudaStream_t stream) {
+  switch (head_dim) {
+    case 64: return PrefillAs<T, 64>(p, num_seqs, max_query_len, stream);
+    case 128: return PrefillAs<T, 128>(p, num_seqs, max_query_len, stream);
+    case 256: return PrefillAs<T, 256>(p, num_seqs, max_query_len, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchMmaPrefill(const AttnParams& p, CacheDtype dtype, int32_t head_dim,
+                             int32_t num_seqs, int32_t max_query_len, cudaStream_t stream) {
+  switch (dtype) {
+    case CacheDtype::kFloat16:
+      return PrefillDtype<__half>(p, head_dim, num_seqs, max_query_len, stream);
+    case CacheDtype::kBFloat16:
+      return PrefillDtype<__nv_bfloat16>(p, head_dim, num_seqs, max_query_len, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace folio::kernels::gpu::internal
