@@ -3,14 +3,19 @@
 //
 //   folio-worker [--host 127.0.0.1] [--port 50061+rank] [--rank 0]
 //                [--collective-host 127.0.0.1 | --collective-iface eth0]
-//                [--collective-timeout-s 120] [--seed 0] [--grace-s 10]
+//                [--collective-timeout-s 120] [--collectives auto|gloo|shm]
+//                [--seed 0] [--grace-s 10]
 //                [--metrics-host HOST] [--metrics-port 9401+rank]
 //
 // Environment (for containers; flags win): FOLIO_WORKER_HOST,
 // FOLIO_WORKER_PORT, FOLIO_WORKER_RANK, FOLIO_WORKER_COLLECTIVE_HOST,
-// FOLIO_WORKER_COLLECTIVE_IFACE, FOLIO_WORKER_METRICS_HOST,
-// FOLIO_WORKER_METRICS_PORT. Everything else (model, world size, memory
-// budget, the scheduler's rendezvous address) arrives in Initialize.
+// FOLIO_WORKER_COLLECTIVE_IFACE, FOLIO_WORKER_COLLECTIVES,
+// FOLIO_WORKER_METRICS_HOST, FOLIO_WORKER_METRICS_PORT.
+// --collectives: auto (default) = shared memory when every rank runs on this
+// host (same host name, boot id and namespaces, compared through the
+// rendezvous store), else Gloo over TCP; the choice is logged. Everything
+// else (model, world size, memory budget, the scheduler's rendezvous
+// address) arrives in Initialize.
 // Prometheus metrics (worker_metrics.h) are served at
 // http://METRICS_HOST:METRICS_PORT/metrics (default --host, 9401+rank); port
 // 0 turns them off.
@@ -49,13 +54,16 @@ void OnSignal(int sig) {
 
 const char kUsage[] =
     "usage: folio-worker [--host ADDR] [--port N] [--rank R] [--collective-host ADDR]\n"
-    "                    [--collective-iface IFACE] [--collective-timeout-s S] [--seed N]\n"
+    "                    [--collective-iface IFACE] [--collective-timeout-s S]\n"
+    "                    [--collectives auto|gloo|shm] [--seed N]\n"
     "                    [--grace-s S] [--metrics-host ADDR] [--metrics-port M]\n"
     "Serves folio.v1.Worker on ADDR:N (default 127.0.0.1:50061+R) and Prometheus metrics\n"
-    "on METRICS_HOST:M/metrics (default ADDR:9401+R; M = 0 turns them off). Environment:\n"
-    "FOLIO_WORKER_HOST, FOLIO_WORKER_PORT, FOLIO_WORKER_RANK, FOLIO_WORKER_COLLECTIVE_HOST,\n"
-    "FOLIO_WORKER_COLLECTIVE_IFACE, FOLIO_WORKER_METRICS_HOST, FOLIO_WORKER_METRICS_PORT\n"
-    "(flags win).\n";
+    "on METRICS_HOST:M/metrics (default ADDR:9401+R; M = 0 turns them off).\n"
+    "--collectives: auto (default) = shared memory when every rank is on this host, else\n"
+    "Gloo over TCP (COLLECTIVE_HOST/IFACE); gloo or shm force one (all ranks must agree).\n"
+    "Environment: FOLIO_WORKER_HOST, FOLIO_WORKER_PORT, FOLIO_WORKER_RANK,\n"
+    "FOLIO_WORKER_COLLECTIVE_HOST, FOLIO_WORKER_COLLECTIVE_IFACE, FOLIO_WORKER_COLLECTIVES,\n"
+    "FOLIO_WORKER_METRICS_HOST, FOLIO_WORKER_METRICS_PORT (flags win).\n";
 
 [[noreturn]] void Die(const std::string& message) {
   std::fprintf(stderr, "folio-worker: %s\n%s", message.c_str(), kUsage);
@@ -90,6 +98,7 @@ int main(int argc, char** argv) {
   folio::WorkerService::Options options;
   options.collective_host = Env("FOLIO_WORKER_COLLECTIVE_HOST", options.collective_host);
   options.collective_iface = Env("FOLIO_WORKER_COLLECTIVE_IFACE", "");
+  std::string collectives = Env("FOLIO_WORKER_COLLECTIVES", "auto");
   double grace_s = 10.0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -104,6 +113,7 @@ int main(int argc, char** argv) {
     else if (flag == "--rank") rank_text = value;
     else if (flag == "--collective-host") options.collective_host = value;
     else if (flag == "--collective-iface") options.collective_iface = value;
+    else if (flag == "--collectives") collectives = value;
     else if (flag == "--collective-timeout-s") {
       options.collective_timeout = absl::Seconds(Number<double>(flag, value));
     } else if (flag == "--seed") options.seed = Number<uint64_t>(flag, value);
@@ -111,6 +121,15 @@ int main(int argc, char** argv) {
     else if (flag == "--metrics-host") metrics_host = value;
     else if (flag == "--metrics-port") metrics_port_text = value;
     else Die("unknown flag " + flag);
+  }
+  if (collectives == "auto") {
+    options.collectives = folio::WorkerService::Options::Collectives::kAuto;
+  } else if (collectives == "gloo") {
+    options.collectives = folio::WorkerService::Options::Collectives::kGloo;
+  } else if (collectives == "shm") {
+    options.collectives = folio::WorkerService::Options::Collectives::kShm;
+  } else {
+    Die("--collectives must be auto, gloo or shm, got " + collectives);
   }
   const int rank = Number<int>("--rank", rank_text);
   if (rank < 0) Die("--rank must be non-negative");

@@ -3,13 +3,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/plan_proto.h"
 #include "worker/gloo_communicator.h"
 #include "worker/rendezvous_store.h"
+#include "worker/shm_communicator.h"
 
 namespace folio {
 namespace {
@@ -87,27 +90,13 @@ grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
   // Join the group first (all ranks wait for each other here), then load.
   std::unique_ptr<Communicator> comm;
   if (world > 1) {
-    RendezvousStore::Options so;
-    so.address = request->rendezvous_address();
-    so.prefix = absl::StrCat(request->rendezvous_prefix(), "/gloo/");
-    so.timeout = options_.collective_timeout;
-    absl::StatusOr<std::unique_ptr<RendezvousStore>> store = RendezvousStore::Create(so);
-    if (!store.ok()) {
+    absl::StatusOr<std::unique_ptr<Communicator>> joined =
+        JoinGroup(*request, wo.shard.rank, wo.shard.world_size);
+    if (!joined.ok()) {
       done(State::kNew);
-      return ToGrpc(store.status());
+      return ToGrpc(joined.status());
     }
-    GlooCommunicator::Options go;
-    go.rank = wo.shard.rank;
-    go.world_size = wo.shard.world_size;
-    go.hostname = options_.collective_host;
-    go.iface = options_.collective_iface;
-    go.timeout = options_.collective_timeout;
-    absl::StatusOr<std::unique_ptr<GlooCommunicator>> gloo = GlooCommunicator::Create(go, **store);
-    if (!gloo.ok()) {
-      done(State::kNew);
-      return ToGrpc(gloo.status());
-    }
-    comm = std::move(*gloo);
+    comm = std::move(*joined);
   }
   wo.communicator = comm.get();
   absl::StatusOr<std::unique_ptr<CpuWorker>> worker = CpuWorker::Load(wo);
@@ -165,6 +154,70 @@ grpc::Status WorkerService::AllocateCache(grpc::ServerContext* context,
                            static_cast<uint64_t>(worker_->block_bytes()));
   state_ = State::kReady;
   return grpc::Status::OK;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> WorkerService::JoinGroup(
+    const v1::InitializeRequest& request, int32_t rank, int32_t world) {
+  using Collectives = Options::Collectives;
+  auto store_with_prefix = [&](const std::string& suffix) {
+    RendezvousStore::Options so;
+    so.address = request.rendezvous_address();
+    so.prefix = absl::StrCat(request.rendezvous_prefix(), suffix);
+    so.timeout = options_.collective_timeout;
+    return RendezvousStore::Create(so);
+  };
+  Collectives choice = options_.collectives;
+  std::string why = choice == Collectives::kAuto ? "" : " (as configured)";
+  if (choice == Collectives::kAuto) {
+    // Every rank publishes where it runs; all on this host -> shared memory.
+    absl::StatusOr<std::unique_ptr<RendezvousStore>> store = store_with_prefix("/host/");
+    if (!store.ok()) return store.status();
+    const std::string mine = ShmCommunicator::HostIdentity();
+    if (absl::Status s = (*store)->Set(absl::StrCat(rank), mine); !s.ok()) return s;
+    std::vector<std::string> keys;
+    for (int32_t r = 0; r < world; ++r) keys.push_back(absl::StrCat(r));
+    if (absl::Status s = (*store)->Wait(keys, options_.collective_timeout); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("waiting for every rank's host identity: ",
+                                                 s.message()));
+    }
+    int32_t same = 0;
+    for (const std::string& key : keys) {
+      absl::StatusOr<std::string> theirs = (*store)->Get(key);
+      if (!theirs.ok()) return theirs.status();
+      same += *theirs == mine ? 1 : 0;
+    }
+    choice = same == world ? Collectives::kShm : Collectives::kGloo;
+    why = same == world ? absl::StrCat(" (auto: all ", world, " ranks on this host)")
+                        : absl::StrCat(" (auto: ", world - same, " of ", world,
+                                       " ranks on other hosts)");
+  }
+  std::unique_ptr<Communicator> comm;
+  if (choice == Collectives::kShm) {
+    absl::StatusOr<std::unique_ptr<RendezvousStore>> store = store_with_prefix("/");
+    if (!store.ok()) return store.status();
+    ShmCommunicator::Options so;
+    so.rank = rank;
+    so.world_size = world;
+    so.timeout = options_.collective_timeout;
+    absl::StatusOr<std::unique_ptr<ShmCommunicator>> shm = ShmCommunicator::Create(so, **store);
+    if (!shm.ok()) return shm.status();
+    comm = std::move(*shm);
+  } else {
+    absl::StatusOr<std::unique_ptr<RendezvousStore>> store = store_with_prefix("/gloo/");
+    if (!store.ok()) return store.status();
+    GlooCommunicator::Options go;
+    go.rank = rank;
+    go.world_size = world;
+    go.hostname = options_.collective_host;
+    go.iface = options_.collective_iface;
+    go.timeout = options_.collective_timeout;
+    absl::StatusOr<std::unique_ptr<GlooCommunicator>> gloo = GlooCommunicator::Create(go, **store);
+    if (!gloo.ok()) return gloo.status();
+    comm = std::move(*gloo);
+  }
+  std::fprintf(stderr, "folio-worker rank %d of %d: collectives over %s%s\n", rank, world,
+               choice == Collectives::kShm ? "shared memory" : "Gloo (TCP)", why.c_str());
+  return comm;
 }
 
 void WorkerService::RunStep(const v1::StepPlan& proto, v1::StepResult* result) {

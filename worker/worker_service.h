@@ -3,11 +3,13 @@
 
 // folio.v1.Worker over the CPU worker: one process per tensor-parallel rank.
 //
-//   Initialize     loads this rank's shard, joins the collective group (Gloo,
-//                  through the scheduler's Rendezvous service; blocks until
-//                  every rank has joined, so the scheduler must call
-//                  Initialize on all ranks concurrently), and reports how
-//                  many KV blocks fit in kv_cache_bytes / swap_space_bytes.
+//   Initialize     loads this rank's shard, joins the collective group
+//                  (through the scheduler's Rendezvous service: shared memory
+//                  when every rank is on this host, else Gloo over TCP, see
+//                  Options::collectives; blocks until every rank has joined,
+//                  so the scheduler must call Initialize on all ranks
+//                  concurrently), and reports how many KV blocks fit in
+//                  kv_cache_bytes / swap_space_bytes.
 //   AllocateCache  allocates both pools with the sizes the scheduler chose.
 //   Step           bidirectional stream: one StepResult per StepPlan, in
 //                  order. Rank 0 returns the samples; every rank returns
@@ -27,6 +29,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "folio/v1/worker.grpc.pb.h"
@@ -49,6 +52,14 @@ class WorkerService final : public v1::Worker::Service {
     std::string collective_iface;
     // Connecting the group and every collective fail after this long.
     absl::Duration collective_timeout = absl::Seconds(120);
+    // Which collectives the group uses (every rank must agree):
+    //   kAuto  shared memory (ShmCommunicator) when every rank reports the
+    //          same ShmCommunicator::HostIdentity() through the rendezvous
+    //          store, else Gloo;
+    //   kGloo  Gloo over TCP (collective_host / collective_iface);
+    //   kShm   shared memory; fails to join across hosts.
+    enum class Collectives { kAuto, kGloo, kShm };
+    Collectives collectives = Collectives::kAuto;
     uint64_t seed = 0;  // sampling seed for requests without their own
     // Called once, by the first Close() (the Shutdown RPC closes, then
     // answers): it should only tell the server's owner to stop the server
@@ -83,6 +94,10 @@ class WorkerService final : public v1::Worker::Service {
  private:
   enum class State { kNew, kLoaded, kReady, kClosed };
 
+  // Joins the collective group of `world` ranks (Options::collectives);
+  // logs the choice to stderr.
+  absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(const v1::InitializeRequest& request,
+                                                          int32_t rank, int32_t world);
   // Runs one plan; always returns a result (with a status on failure).
   void RunStep(const v1::StepPlan& plan, v1::StepResult* result);
 
