@@ -56,7 +56,8 @@ struct Settings {
   std::string device = "cpu";
   std::string dtype;
   int64_t block_size = 16;
-  int64_t kv_cache_mb = 256;
+  int64_t kv_cache_mb = -1;  // -1: 256 on the cpu, 0 (profile) on cuda
+  double gpu_memory_utilization = 0.9;
   int64_t swap_space_mb = 0;
   int64_t num_device_blocks = 0;
   int64_t num_host_blocks = -1;
@@ -160,10 +161,18 @@ int Run(int argc, char** argv) {
   flags.String("worker-host", &s.worker_host, "host of the workers when --workers is unset");
   flags.Int("worker-base-port", &s.worker_base_port, "rank r listens on this + r");
   flags.Int("tensor-parallel-size", &s.tensor_parallel_size, "worker ranks");
-  flags.String("device", &s.device, "worker device: cpu or cuda");
-  flags.String("dtype", &s.dtype, "float32|float16|bfloat16; empty = the model's");
+  flags.String("device", &s.device,
+               "worker device: cpu, cuda (rank r on local device r % devices) or cuda:N");
+  flags.String("dtype", &s.dtype,
+               "float32|bfloat16; empty = float32 on the cpu, bfloat16 on cuda");
   flags.Int("block-size", &s.block_size, "tokens per KV block (8, 16, 32)");
-  flags.Int("kv-cache-mb", &s.kv_cache_mb, "KV cache memory per rank, MiB");
+  flags.Int("kv-cache-mb", &s.kv_cache_mb,
+            "KV cache memory per rank, MiB; 0 = from --gpu-memory-utilization (cuda: what a "
+            "memory profile leaves of that fraction of the device; cpu: that fraction of the "
+            "available memory); -1 = 256 on the cpu, 0 on cuda");
+  flags.Double("gpu-memory-utilization", &s.gpu_memory_utilization,
+               "fraction of each device's memory for weights, activations and KV cache, in "
+               "(0, 1]; sizes the KV cache when --kv-cache-mb is 0");
   flags.Int("swap-space-mb", &s.swap_space_mb, "host memory per rank for swapped-out blocks, MiB");
   flags.Int("num-device-blocks", &s.num_device_blocks,
             "cap on device KV blocks; 0 = whatever fits in --kv-cache-mb");
@@ -236,6 +245,13 @@ int Run(int argc, char** argv) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> client_credentials =
       MakeServerCredentials(s.tls);
   if (!client_credentials.ok()) return fail(client_credentials.status());
+  if (!(s.gpu_memory_utilization > 0.0 && s.gpu_memory_utilization <= 1.0)) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--gpu-memory-utilization must be in (0, 1], got ", s.gpu_memory_utilization)));
+  }
+  if (s.kv_cache_mb < -1) {
+    return fail(absl::InvalidArgumentError("--kv-cache-mb must be >= -1"));
+  }
   for (auto [name, port] : {std::pair<const char*, int64_t>{"--health-port", s.health_port},
                             {"--rendezvous-port", s.rendezvous_port}}) {
     if (port < 0 || port > 65535) {
@@ -379,7 +395,10 @@ int Run(int argc, char** argv) {
   init.set_dtype(ParseDType(s.dtype));
   init.set_device(s.device);
   init.set_block_size(static_cast<uint32_t>(s.block_size));
-  init.set_kv_cache_bytes(static_cast<uint64_t>(s.kv_cache_mb) << 20);
+  const bool on_cuda = s.device.rfind("cuda", 0) == 0;
+  const int64_t kv_cache_mb = s.kv_cache_mb >= 0 ? s.kv_cache_mb : on_cuda ? 0 : 256;
+  init.set_kv_cache_bytes(static_cast<uint64_t>(kv_cache_mb) << 20);
+  init.set_memory_utilization(static_cast<float>(s.gpu_memory_utilization));
   init.set_swap_space_bytes(static_cast<uint64_t>(s.swap_space_mb) << 20);
   const int32_t max_model_len =
       s.max_model_len > 0 ? static_cast<int32_t>(s.max_model_len) : model->max_position_embeddings;
