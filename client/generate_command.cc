@@ -230,8 +230,14 @@ int GenerateMain(int argc, char** argv) {
       return 1;
     }
     const bool down = status.error_code() == grpc::StatusCode::UNAVAILABLE;
-    std::fprintf(stderr, "folio generate: %s%s\n", status.error_message().c_str(),
-                 down ? absl::StrCat(" (is a cluster serving at ", address, "?)").c_str() : "");
+    const std::string hint =
+        !down ? ""
+        : tls ? absl::StrCat(" (is a cluster serving TLS at ", address,
+                             "? check --tls-ca, --tls-server-name and, for mutual TLS, "
+                             "--tls-client-cert)")
+              : absl::StrCat(" (is a cluster serving at ", address,
+                             "? if it speaks TLS, pass --tls-ca FILE or --tls)");
+    std::fprintf(stderr, "folio generate: %s%s\n", status.error_message().c_str(), hint.c_str());
     return 1;
   }
   if (json) return 0;

@@ -4,12 +4,15 @@
 // (or SIGTERM) stops the scheduler first — it ends every stream and tells
 // the workers to exit — then anything still running.
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -25,9 +28,14 @@ namespace {
 constexpr char kUsage[] =
     "usage: folio serve [--model DIR] [--tensor-parallel-size N | --tp N] [--port 50051]\n"
     "                   [--worker-base-port 50061] [--metrics-port 9400 (workers: +1+rank; 0 = off)]\n"
-    "                   [folio-scheduler flags...]\n"
+    "                   [--threads T] [--collectives auto|gloo|shm] [folio-scheduler flags...]\n"
+    "Each worker computes on T threads: --threads, else OMP_NUM_THREADS when set, else a\n"
+    "fair share of this machine's cores, max(1, cores / N), so N workers do not\n"
+    "oversubscribe the cores. --collectives goes to every worker (default auto: shared\n"
+    "memory between the local ranks).\n"
     "Runs folio-scheduler and N folio-worker processes on 127.0.0.1 (default model:\n"
-    "the demo model). Other flags go to folio-scheduler (folio-scheduler --help).\n";
+    "the demo model). Other flags go to folio-scheduler (folio-scheduler --help), e.g.\n"
+    "--api-key-file FILE, --tls-cert FILE --tls-key FILE (docs/operations.md).\n";
 
 std::string BinaryDir() {
   std::error_code ec;
@@ -80,6 +88,8 @@ int ServeMain(int argc, char** argv) {
   int tp = 1;
   int worker_base_port = 50061;
   int metrics_port = 9400;  // the scheduler's; rank r's is this + 1 + r; 0 = none
+  int threads = 0;          // per worker; 0 = OMP_NUM_THREADS or a fair share
+  std::string collectives;  // passed to every worker when set
   std::vector<std::string> scheduler_args;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
@@ -101,6 +111,14 @@ int ServeMain(int argc, char** argv) {
       worker_base_port = std::atoi(value().c_str());
     } else if (a == "--metrics-port") {
       metrics_port = std::atoi(value().c_str());
+    } else if (a == "--threads") {
+      threads = std::atoi(value().c_str());
+      if (threads < 1) {
+        std::fprintf(stderr, "folio serve: --threads must be at least 1\n");
+        return 2;
+      }
+    } else if (a == "--collectives") {
+      collectives = value();
     } else {
       scheduler_args.push_back(a);
     }
@@ -122,16 +140,41 @@ int ServeMain(int argc, char** argv) {
   sigaddset(&signals, SIGCHLD);
   sigprocmask(SIG_BLOCK, &signals, nullptr);
 
-  // Each worker gets an equal share of the cores for its kernel threads.
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(tp)));
+  // Compute threads per worker: --threads, else the user's OMP_NUM_THREADS,
+  // else an equal share of the cores this process may run on (N workers
+  // with all cores each would oversubscribe them).
+  std::vector<std::string> worker_env;
+  const char* omp_env = std::getenv("OMP_NUM_THREADS");
+  std::string why;
+  if (threads == 0 && omp_env != nullptr && *omp_env != '\0') {
+    why = std::string("OMP_NUM_THREADS=") + omp_env + " from the environment";
+  } else {
+    cpu_set_t set;
+    int cores = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+    if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
+    cores = std::max(cores, 1);
+    if (threads == 0) {
+      threads = std::max(1, cores / tp);
+      why = absl::StrCat(threads, " each (", cores, " core(s) / ", tp, " worker(s))");
+    } else {
+      why = absl::StrCat(threads, " each (--threads)");
+    }
+    worker_env = {absl::StrCat("OMP_NUM_THREADS=", threads),
+                  absl::StrCat("OPENBLAS_NUM_THREADS=", threads)};
+  }
+  std::fprintf(stderr, "folio serve: %d folio-worker(s), compute threads: %s\n", tp, why.c_str());
   std::vector<pid_t> workers;
   for (int r = 0; r < tp; ++r) {
     const int worker_metrics = metrics_port > 0 ? metrics_port + 1 + r : 0;
-    workers.push_back(Spawn({dir + "/folio-worker", "--rank", std::to_string(r), "--port",
-                             std::to_string(worker_base_port + r), "--metrics-port",
-                             std::to_string(worker_metrics)},
-                            {"OMP_NUM_THREADS=" + threads, "OPENBLAS_NUM_THREADS=" + threads}));
+    std::vector<std::string> worker_args = {dir + "/folio-worker", "--rank", std::to_string(r),
+                                            "--port", std::to_string(worker_base_port + r),
+                                            "--metrics-port", std::to_string(worker_metrics)};
+    if (!collectives.empty()) {
+      worker_args.push_back("--collectives");
+      worker_args.push_back(collectives);
+    }
+    workers.push_back(Spawn(worker_args, worker_env));
   }
   std::vector<std::string> args = {dir + "/folio-scheduler", "--model", model,
                                    "--tensor-parallel-size", std::to_string(tp),

@@ -340,7 +340,8 @@ class TlsTest(ClusterTest):
         self.assertIn("not authenticated: " + MISSING, no_key.stderr)
         plain = folio_generate("--address", self.cluster.address, "--api-key", KEY,
                                "--timeout-s", "5")
-        self.assertNotEqual(plain.returncode, 0)
+        self.assertEqual(plain.returncode, 1, plain.stderr)
+        self.assertIn("if it speaks TLS, pass --tls-ca FILE or --tls", plain.stderr)
         missing_ca = folio_generate(*tls[:2], "--tls-ca", os.path.join(TMP.name, "nope.crt"))
         self.assertEqual(missing_ca.returncode, 2)
         self.assertIn("--tls-ca: cannot read", missing_ca.stderr)
