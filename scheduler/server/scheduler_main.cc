@@ -257,6 +257,13 @@ int Run(int argc, char** argv) {
     if (port < 0 || port > 65535) {
       return fail(absl::InvalidArgumentError(absl::StrCat(name, " must be in [0, 65535]")));
     }
+    // gRPC binds with SO_REUSEPORT: a clash would not fail, it would split the traffic.
+    if (port != 0 && port == s.port) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(name, " must differ from --port")));
+    }
+  }
+  if (s.health_port != 0 && s.health_port == s.rendezvous_port) {
+    return fail(absl::InvalidArgumentError("--health-port must differ from --rendezvous-port"));
   }
 
   absl::StatusOr<ModelConfig> model = ModelConfig::LoadFromDirectory(s.model);

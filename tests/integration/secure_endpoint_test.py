@@ -166,9 +166,11 @@ class StartupErrorsTest(unittest.TestCase):
     with a message naming the flag."""
 
     def run_scheduler(self, *flags, env=None):
+        port = str(free_port())
         return subprocess.run(
-            [SCHEDULER, "--model", DEMO, "--port", str(free_port()), "--metrics-port", "0",
-             "--workers", f"127.0.0.1:{free_port()}", "--connect-timeout-s", "5", *flags],
+            [SCHEDULER, "--model", DEMO, "--port", port, "--metrics-port", "0",
+             "--workers", f"127.0.0.1:{free_port()}", "--connect-timeout-s", "5",
+             *(f.replace("{port}", port) for f in flags)],
             capture_output=True, text=True, timeout=60, env=dict(os.environ, **(env or {})))
 
     def test_bad_flags(self):
@@ -190,6 +192,8 @@ class StartupErrorsTest(unittest.TestCase):
             (["--api-key-file", missing], f"--api-key-file: {missing} does not exist"),
             (["--api-key", "two words"], "--api-key (FOLIO_API_KEY) must be printable ASCII"),
             (["--api-key", "a", "--api-key-file", CERTS["ca.crt"]], "not both"),
+            (["--health-port", "-1"], "--health-port must be in [0, 65535]"),
+            (["--health-port", "{port}"], "--health-port must differ from --port"),
         ]
         for flags, message in cases:
             with self.subTest(flags=flags):
