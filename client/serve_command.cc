@@ -29,13 +29,12 @@ constexpr char kUsage[] =
     "usage: folio serve [--model DIR] [--tensor-parallel-size N | --tp N] [--port 50051]\n"
     "                   [--worker-base-port 50061] [--metrics-port 9400 (workers: +1+rank; 0 = off)]\n"
     "                   [--threads T] [--collectives auto|gloo|shm] [folio-scheduler flags...]\n"
+    "Runs folio-scheduler and N folio-worker processes on 127.0.0.1 (default model:\n"
+    "the demo model). Other flags go to folio-scheduler (folio-scheduler --help).\n"
     "Each worker computes on T threads: --threads, else OMP_NUM_THREADS when set, else a\n"
     "fair share of this machine's cores, max(1, cores / N), so N workers do not\n"
     "oversubscribe the cores. --collectives goes to every worker (default auto: shared\n"
-    "memory between the local ranks).\n"
-    "Runs folio-scheduler and N folio-worker processes on 127.0.0.1 (default model:\n"
-    "the demo model). Other flags go to folio-scheduler (folio-scheduler --help), e.g.\n"
-    "--api-key-file FILE, --tls-cert FILE --tls-key FILE (docs/operations.md).\n";
+    "memory between the local ranks).\n";
 
 std::string BinaryDir() {
   std::error_code ec;
