@@ -1,6 +1,8 @@
 #include "scheduler/server/remote_worker_group.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/plan_proto.h"
@@ -106,117 +108,168 @@ absl::Status RemoteWorkerGroup::Start() {
   });
   if (!s.ok()) return s;
 
-  for (Rank& rank : ranks_) {
-    rank.step_context = std::make_unique<grpc::ClientContext>();
-    rank.step_stream = rank.stub->Step(rank.step_context.get());
+  // Open every rank's Step stream on the queue and wait for the starts.
+  for (size_t r = 0; r < n; ++r) {
+    ranks_[r].step_context = std::make_unique<grpc::ClientContext>();
+    ranks_[r].step_stream =
+        ranks_[r].stub->AsyncStep(ranks_[r].step_context.get(), &cq_, Tag(Op::kStart, r));
+    ranks_[r].pending = 1;
+  }
+  const DrainResult started = Drain(absl::Now() + options_.connect_timeout);
+  if (started.timed_out || started.failed_rank >= 0) {
+    const size_t r = started.failed_rank >= 0 ? started.failed_rank : 0;
+    broken_ = absl::UnavailableError(absl::StrCat("worker rank ", r, " at ", ranks_[r].address,
+                                                  ": could not open the Step stream"));
+    return broken_;
   }
   forward_seconds_.assign(n, 0.0);
   allreduce_seconds_.assign(n, 0.0);
-  watchdog_ = std::thread([this] { Watchdog(); });
   return absl::OkStatus();
 }
 
 RemoteWorkerGroup::~RemoteWorkerGroup() { Shutdown(); }
 
-void RemoteWorkerGroup::Watchdog() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_watchdog_) {
-    if (absl::Now() >= step_deadline_) {
-      timed_out_ = true;
-      step_deadline_ = absl::InfiniteFuture();
-      for (Rank& rank : ranks_) rank.step_context->TryCancel();
-    }
-    if (step_deadline_ == absl::InfiniteFuture()) {
-      cv_.wait(lock);
-    } else {
-      cv_.wait_until(lock, absl::ToChronoTime(step_deadline_));
+void* RemoteWorkerGroup::Tag(Op op, size_t rank) {
+  return reinterpret_cast<void*>((static_cast<uintptr_t>(rank) << 2) | static_cast<uintptr_t>(op));
+}
+
+void RemoteWorkerGroup::CancelAll(int except_rank) {
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    if (static_cast<int>(r) != except_rank && ranks_[r].step_context != nullptr) {
+      ranks_[r].step_context->TryCancel();
     }
   }
 }
 
-absl::Status RemoteWorkerGroup::StreamError(size_t r, const char* what) {
-  bool timed_out;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    timed_out = timed_out_;
+RemoteWorkerGroup::DrainResult RemoteWorkerGroup::Drain(absl::Time deadline) {
+  DrainResult result;
+  int pending = 0;
+  for (const Rank& rank : ranks_) pending += rank.pending;
+  bool cancelled = false;
+  while (pending > 0) {
+    void* tag = nullptr;
+    bool ok = false;
+    // After a cancellation the outstanding operations complete on their own.
+    const auto wait_until = cancelled ? std::chrono::system_clock::time_point::max()
+                                      : absl::ToChronoTime(deadline);
+    const grpc::CompletionQueue::NextStatus next = cq_.AsyncNext(&tag, &ok, wait_until);
+    if (next == grpc::CompletionQueue::TIMEOUT) {
+      result.timed_out = true;
+      cancelled = true;
+      CancelAll();
+      continue;
+    }
+    if (next == grpc::CompletionQueue::SHUTDOWN) break;  // not reached: we own the queue
+    const auto bits = reinterpret_cast<uintptr_t>(tag);
+    const size_t r = bits >> 2;
+    const Op op = static_cast<Op>(bits & 3);
+    --ranks_[r].pending;
+    --pending;
+    if (!ok && result.failed_rank < 0 && !result.timed_out) {
+      // Rank r's stream is gone (the process died, or its call ended). The
+      // others may wait on it in a collective: stop them rather than wait.
+      result.failed_rank = static_cast<int>(r);
+      result.failed_op = op;
+      cancelled = true;
+      CancelAll(/*except_rank=*/static_cast<int>(r));
+    }
   }
-  if (timed_out) {
-    return absl::DeadlineExceededError(absl::StrCat("worker rank ", r, " at ", ranks_[r].address,
-                                                    ": step took longer than ",
-                                                    absl::FormatDuration(options_.step_timeout)));
-  }
-  ranks_[r].step_context->TryCancel();
-  grpc::Status st = ranks_[r].step_stream->Finish();
-  return absl::UnavailableError(absl::StrCat("worker rank ", r, " at ", ranks_[r].address, ": ",
-                                             what, ": ", st.error_message()));
+  return result;
+}
+
+absl::Status RemoteWorkerGroup::BrokenStream(size_t r, Op op) {
+  Rank& rank = ranks_[r];
+  grpc::Status st;
+  rank.step_stream->Finish(&st, Tag(Op::kClose, r));
+  rank.pending = 1;
+  Drain(absl::InfiniteFuture());  // the call is over: Finish completes at once
+  rank.step_stream.reset();       // finished: Shutdown must not touch it again
+  const char* what = op == Op::kWrite ? "sending the plan failed" : "no result";
+  return absl::UnavailableError(absl::StrCat("worker rank ", r, " at ", rank.address, ": ", what,
+                                             ": ", st.error_message()));
 }
 
 absl::StatusOr<StepResult> RemoteWorkerGroup::Execute(const StepPlan& plan) {
   if (shut_down_) return absl::FailedPreconditionError("the worker group is shut down");
+  if (!broken_.ok()) return broken_;
   v1::StepPlan proto;
   ToProto(plan, &proto);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    step_deadline_ = absl::Now() + options_.step_timeout;
-  }
-  cv_.notify_all();
-  auto disarm = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    step_deadline_ = absl::InfiniteFuture();
-  };
 
+  // Every rank's write and read in flight at once; gRPC serializes the plan
+  // once per Write, which is cheap next to a network hop.
   for (size_t r = 0; r < ranks_.size(); ++r) {
-    if (!ranks_[r].step_stream->Write(proto)) {
-      disarm();
-      return StreamError(r, "sending the plan failed");
-    }
+    Rank& rank = ranks_[r];
+    rank.reply.Clear();
+    rank.step_stream->Write(proto, Tag(Op::kWrite, r));
+    rank.step_stream->Read(&rank.reply, Tag(Op::kRead, r));
+    rank.pending = 2;
   }
+  const DrainResult done = Drain(absl::Now() + options_.step_timeout);
+  if (done.timed_out) {
+    broken_ = absl::DeadlineExceededError(
+        absl::StrCat("a worker rank did not finish step ", plan.step_id, " within ",
+                     absl::FormatDuration(options_.step_timeout), " (",
+                     ranks_.size(), " ranks, first at ", ranks_[0].address, ")"));
+    return broken_;
+  }
+  if (done.failed_rank >= 0) {
+    broken_ = BrokenStream(done.failed_rank, done.failed_op);
+    return broken_;
+  }
+
+  // Every rank answered: check them all before trusting rank 0's samples.
   StepResult result;
   for (size_t r = 0; r < ranks_.size(); ++r) {
-    v1::StepResult reply;
-    if (!ranks_[r].step_stream->Read(&reply)) {
-      disarm();
-      return StreamError(r, "no result");
-    }
+    const v1::StepResult& reply = ranks_[r].reply;
     if (absl::Status st = FromProto(reply.status()); !st.ok()) {
-      disarm();
       return absl::Status(st.code(), absl::StrCat("worker rank ", r, " failed step ",
                                                   plan.step_id, ": ", st.message()));
     }
     if (reply.step_id() != plan.step_id) {
-      disarm();
-      return absl::InternalError(absl::StrCat("worker rank ", r, " answered step ",
-                                              reply.step_id(), " to plan ", plan.step_id));
+      broken_ = absl::InternalError(absl::StrCat("worker rank ", r, " answered step ",
+                                                 reply.step_id(), " to plan ", plan.step_id));
+      return broken_;
     }
     forward_seconds_[r] = reply.forward_seconds();
     allreduce_seconds_[r] = reply.allreduce_seconds();
-    if (r == 0) {
-      if (absl::Status st = FromProto(reply, &result); !st.ok()) {
-        disarm();
-        return absl::Status(st.code(), absl::StrCat("worker rank 0 result: ", st.message()));
-      }
-    }
   }
-  disarm();
+  if (absl::Status st = FromProto(ranks_[0].reply, &result); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("worker rank 0 result: ", st.message()));
+  }
   return result;
 }
 
 void RemoteWorkerGroup::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_watchdog_ = true;
-  }
-  cv_.notify_all();
-  if (watchdog_.joinable()) watchdog_.join();
-  for (Rank& rank : ranks_) {
-    if (rank.step_stream != nullptr) {
-      rank.step_stream->WritesDone();
-      rank.step_context->TryCancel();
-      (void)rank.step_stream->Finish();
+  // End the streams cleanly where they still work (the workers see the end
+  // of the stream and answer OK); a stream that does not finish within
+  // `grace` is cancelled. Every operation is drained before the queue goes.
+  const bool healthy = broken_.ok();
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    Rank& rank = ranks_[r];
+    if (rank.step_stream == nullptr || rank.pending > 0) continue;
+    if (healthy) {
+      rank.step_stream->WritesDone(Tag(Op::kClose, r));
+      rank.pending = 1;
     }
   }
+  Drain(absl::Now() + grace);
+  grpc::Status finish_status;  // ignored: the streams are over either way
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    Rank& rank = ranks_[r];
+    if (rank.step_stream == nullptr) continue;
+    rank.step_stream->Finish(&finish_status, Tag(Op::kClose, r));
+    rank.pending = 1;
+  }
+  Drain(absl::Now() + grace);
+  for (Rank& rank : ranks_) rank.step_stream.reset();
+  cq_.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq_.Next(&tag, &ok)) {
+  }
+
   ForEachRank(ranks_.size(), [&](size_t r) {
     if (ranks_[r].stub == nullptr) return absl::OkStatus();
     v1::ShutdownRequest request;

@@ -1,11 +1,9 @@
 #ifndef FOLIO_SCHEDULER_SERVER_REMOTE_WORKER_GROUP_H_
 #define FOLIO_SCHEDULER_SERVER_REMOTE_WORKER_GROUP_H_
 
-#include <condition_variable>
+#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,8 +18,18 @@ namespace folio {
 // smallest rank's capacity, and each plan goes to every rank over one
 // long-lived Step stream per rank. Rank 0's samples are the step's result.
 //
-// Every call has a deadline; a step that overruns cancels the streams and
-// fails. Thread-compatible: one thread calls Execute().
+// The Step streams use gRPC's asynchronous API on one completion queue that
+// the calling thread drives itself: a step starts the write of the plan and
+// the read of the result on every rank at once, then waits for the 2N
+// completions. No extra thread sits between the engine and the sockets (the
+// step deadline is the wait's deadline), so a round trip costs one network
+// hop each way, not N sequential writes and thread hand-offs.
+//
+// Every call has a deadline. A step that overruns, or a rank whose stream
+// breaks, cancels the streams: the step fails and so does every later one
+// (the worker processes must be restarted). A rank that reports a failed
+// plan (a status in its StepResult) fails only that step.
+// Thread-compatible: one thread calls Execute().
 class RemoteWorkerGroup final : public WorkerGroup {
  public:
   struct Options {
@@ -59,21 +67,38 @@ class RemoteWorkerGroup final : public WorkerGroup {
   const std::vector<double>& last_allreduce_seconds() const { return allreduce_seconds_; }
 
  private:
+  // What a completion-queue tag stands for; the tag packs (op, rank).
+  enum class Op : uintptr_t { kStart = 0, kWrite = 1, kRead = 2, kClose = 3 };
+
   struct Rank {
     std::string address;
     std::unique_ptr<v1::Worker::Stub> stub;
     std::unique_ptr<grpc::ClientContext> step_context;
-    std::unique_ptr<grpc::ClientReaderWriter<v1::StepPlan, v1::StepResult>> step_stream;
+    std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::StepPlan, v1::StepResult>> step_stream;
+    v1::StepResult reply;  // target of the outstanding read
+    int pending = 0;       // operations started on the stream, not yet completed
   };
 
   explicit RemoteWorkerGroup(const Options& options) : options_(options) {}
   absl::Status Start();
-  // Cancels the streams when a step runs past its deadline.
-  void Watchdog();
-  // Why rank r's stream broke.
-  absl::Status StreamError(size_t r, const char* what);
+  static void* Tag(Op op, size_t rank);
+  // Waits until no operation is outstanding on any stream. Past `deadline`
+  // every stream is cancelled (cancelled operations complete promptly).
+  // Returns the first rank whose operation failed (-1: none) and whether the
+  // deadline passed; cancels the other ranks' streams at the first failure.
+  struct DrainResult {
+    int failed_rank = -1;
+    Op failed_op = Op::kStart;
+    bool timed_out = false;
+  };
+  DrainResult Drain(absl::Time deadline);
+  void CancelAll(int except_rank = -1);
+  // The status that ends rank r's broken stream (Finish), as an error.
+  absl::Status BrokenStream(size_t r, Op op);
 
   const Options options_;
+  // Declared before ranks_: the streams must be destroyed before the queue.
+  grpc::CompletionQueue cq_;
   std::vector<Rank> ranks_;
   int32_t num_device_blocks_ = 0;
   int32_t num_host_blocks_ = 0;
@@ -81,13 +106,8 @@ class RemoteWorkerGroup final : public WorkerGroup {
   std::string device_name_;
   std::vector<double> forward_seconds_, allreduce_seconds_;
   bool shut_down_ = false;
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  absl::Time step_deadline_ = absl::InfiniteFuture();  // guarded by mu_
-  bool timed_out_ = false;                               // guarded by mu_
-  bool stop_watchdog_ = false;                           // guarded by mu_
-  std::thread watchdog_;
+  // Set when a stream broke or a step timed out: every later step fails.
+  absl::Status broken_;
 };
 
 }  // namespace folio

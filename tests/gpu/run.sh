@@ -6,6 +6,11 @@
 #   tests/gpu/run.sh            # build into build-gpu/, run all checks
 #   BUILD_DIR=/tmp/b FOLIO_CUDA_ARCH=90 JOBS=8 tests/gpu/run.sh
 #
+# demo_model_gpu_check reads JSON with nlohmann-json (header only). GPU
+# images lack it: run tests/gpu/prepare_carry.sh on a machine that has it
+# (copies the headers into .gpu-carry/, which git ignores locally), carry
+# .gpu-carry to the GPU machine, and this script picks it up.
+#
 # The CUDA arch comes from FOLIO_CUDA_ARCH, else nvidia-smi's compute_cap,
 # else CMake's "native" (which fails to configure without a GPU: set
 # FOLIO_CUDA_ARCH to build-test on a GPU-less machine).
@@ -25,6 +30,10 @@ if [[ -z "$ARCH" ]] && command -v nvidia-smi >/dev/null 2>&1; then
 fi
 ARCH="${ARCH:-native}"
 
+if [[ -z "${FOLIO_NLOHMANN_INCLUDE_DIR:-}" && -f "$ROOT/.gpu-carry/include/nlohmann/json.hpp" ]]; then
+  export FOLIO_NLOHMANN_INCLUDE_DIR="$ROOT/.gpu-carry/include"
+fi
+
 GENERATOR=()
 if command -v ninja >/dev/null 2>&1; then GENERATOR=(-G Ninja); fi
 
@@ -40,6 +49,11 @@ checks=("$BUILD_DIR"/bin/*_gpu_check)
 if [[ ${#checks[@]} -eq 0 ]]; then
   echo "run.sh: no GPU checks were built (is nvcc visible to CMake?)" >&2
   exit 1
+fi
+# The demo model check is part of the gate: missing means a missing header.
+if [[ ! -x "$BUILD_DIR/bin/demo_model_gpu_check" ]]; then
+  echo "run.sh: demo_model_gpu_check was not built (nlohmann/json.hpp not found: run tests/gpu/prepare_carry.sh and carry .gpu-carry)" >&2
+  missing_demo=1
 fi
 # nccl_group_gpu_check needs NCCL at configure time (cmake/FolioNccl.cmake).
 if [[ ! -x "$BUILD_DIR/bin/nccl_group_gpu_check" ]]; then
@@ -62,6 +76,7 @@ done
 echo "== summary: ${#passed[@]} passed, ${#failed[@]} failed, ${#skipped[@]} skipped"
 for f in "${failed[@]}"; do echo "FAILED: $f"; done
 for s in "${skipped[@]}"; do echo "SKIPPED: $s"; done
+if [[ -n "${missing_demo:-}" ]]; then echo "FAILED: demo_model_gpu_check (not built)"; exit 1; fi
 if [[ ${#failed[@]} -gt 0 ]]; then exit 1; fi
 if [[ ${#passed[@]} -eq 0 ]]; then exit 77; fi
 exit 0
