@@ -100,47 +100,15 @@ absl::Status CpuWorker::AllocateCache(int32_t num_device_blocks, int32_t num_hos
   return absl::OkStatus();
 }
 
-absl::Status CpuWorker::BuildBatch(const StepPlan& plan) {
-  batch_.Clear();
-  batch_seqs_.clear();
-  const int32_t bs = options_.block_size;
-  int32_t max_blocks = 0;
-  for (const ScheduledSequence& work : plan.scheduled) {
-    absl::StatusOr<MirroredSequence*> m = mirror_->ApplyScheduled(work);
-    if (!m.ok()) return m.status();
-    batch_seqs_.push_back(*m);
-    const int32_t end = work.start_position + static_cast<int32_t>(work.token_ids.size());
-    max_blocks = std::max(max_blocks, (end + bs - 1) / bs);
-  }
-  batch_.max_blocks_per_seq = std::max(1, max_blocks);
-  batch_.query_start.push_back(0);
-  for (size_t s = 0; s < plan.scheduled.size(); ++s) {
-    const ScheduledSequence& work = plan.scheduled[s];
-    const MirroredSequence& m = *batch_seqs_[s];
-    const int32_t count = static_cast<int32_t>(work.token_ids.size());
-    for (int32_t i = 0; i < count; ++i) {
-      const int32_t pos = work.start_position + i;
-      batch_.token_ids.push_back(work.token_ids[i]);
-      batch_.positions.push_back(pos);
-      batch_.slot_mapping.push_back(int64_t{m.blocks[pos / bs]} * bs + pos % bs);
-    }
-    batch_.query_start.push_back(batch_.num_tokens());
-    batch_.context_lens.push_back(work.start_position + count);
-    const int32_t used = (work.start_position + count + bs - 1) / bs;
-    for (int32_t b = 0; b < batch_.max_blocks_per_seq; ++b) {
-      batch_.block_tables.push_back(b < used ? m.blocks[b] : 0);
-    }
-    if (work.sample_mode != SampleMode::kNone) batch_.logits_rows.push_back(batch_.num_tokens() - 1);
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<StepResult> CpuWorker::Execute(const StepPlan& plan) {
   if (cache_ == nullptr) return absl::FailedPreconditionError("Execute before AllocateCache");
   ApplyThreadSettings(options_.num_threads);
   if (absl::Status s = cache_->ExecuteBlockOps(plan); !s.ok()) return s;
   if (absl::Status s = mirror_->ApplyMetadata(plan); !s.ok()) return s;
-  if (absl::Status s = BuildBatch(plan); !s.ok()) return s;
+  if (absl::Status s = BuildForwardBatch(plan, *mirror_, options_.block_size, &batch_, &batch_seqs_);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = runner_->Forward(batch_, logits_); !s.ok()) return s;
 
   StepResult result;

@@ -11,8 +11,10 @@
 #include "common/step_plan.h"
 #include "worker/cache_engine.h"
 #include "worker/communicator.h"
+#include "worker/forward_batch.h"
 #include "worker/model_runner.h"
 #include "worker/model_weights.h"
+#include "worker/model_worker.h"
 #include "worker/sampler.h"
 
 namespace folio {
@@ -22,7 +24,7 @@ namespace folio {
 // and position comes from the plan.
 //
 // Thread-compatible: the caller serializes Execute().
-class CpuWorker {
+class CpuWorker final : public ModelWorker {
  public:
   struct Options {
     std::string model_dir;
@@ -56,32 +58,36 @@ class CpuWorker {
   // scheduler then sends every rank the same pool sizes.
   static absl::StatusOr<std::unique_ptr<CpuWorker>> Load(const Options& options);
   // FAILED_PRECONDITION if the cache is allocated already.
-  absl::Status AllocateCache(int32_t num_device_blocks, int32_t num_host_blocks);
+  absl::Status AllocateCache(int32_t num_device_blocks, int32_t num_host_blocks) override;
 
   CpuWorker(const CpuWorker&) = delete;
   CpuWorker& operator=(const CpuWorker&) = delete;
 
-  const ModelConfig& config() const { return weights_->config; }
-  const ShardShape& shard_shape() const { return weights_->shape; }
-  // Bytes of one KV block on this rank (all layers, K and V).
-  int64_t block_bytes() const;
+  const ModelConfig& config() const override { return weights_->config; }
+  const ShardShape& shard_shape() const override { return weights_->shape; }
+  // Bytes of one KV block on this rank (all layers, K and V; fp32).
+  int64_t block_bytes() const override;
   // From options: num_device_blocks, or kv_cache_bytes / block_bytes().
-  int32_t DeviceBlocksThatFit() const;
+  int32_t DeviceBlocksThatFit() const override;
   // From options: num_host_blocks, or swap_space_bytes / block_bytes().
-  int32_t HostBlocksThatFit() const;
+  int32_t HostBlocksThatFit() const override;
   bool cache_allocated() const { return cache_ != nullptr; }
   // 0 before AllocateCache.
-  int32_t num_device_blocks() const { return cache_ ? cache_->options().num_device_blocks : 0; }
-  int32_t num_host_blocks() const { return cache_ ? cache_->options().num_host_blocks : 0; }
+  int32_t num_device_blocks() const override {
+    return cache_ ? cache_->options().num_device_blocks : 0;
+  }
+  int32_t num_host_blocks() const override {
+    return cache_ ? cache_->options().num_host_blocks : 0;
+  }
+  std::string device_name() const override { return "cpu"; }
 
   // Cache ops, then the forward pass of every scheduled token, then samples
   // for the sequences the plan asks to sample (rank 0 only).
   // REQUIRES: AllocateCache done (FAILED_PRECONDITION otherwise).
-  absl::StatusOr<StepResult> Execute(const StepPlan& plan);
+  absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
 
  private:
   CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weights);
-  absl::Status BuildBatch(const StepPlan& plan);
 
   const Options options_;
   std::unique_ptr<ModelWeights> weights_;

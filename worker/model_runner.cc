@@ -56,17 +56,6 @@ std::optional<kernels::cpu::Llama3RopeScaling> RopeScalingOf(const ModelConfig& 
 
 }  // namespace
 
-void ForwardBatch::Clear() {
-  token_ids.clear();
-  positions.clear();
-  slot_mapping.clear();
-  query_start.clear();
-  context_lens.clear();
-  block_tables.clear();
-  max_blocks_per_seq = 0;
-  logits_rows.clear();
-}
-
 ModelRunner::ModelRunner(const ModelWeights& weights, CacheEngine& cache, Communicator* comm)
     : w_(weights),
       cache_(cache),

@@ -10,26 +10,10 @@
 #include "kernels/cpu/rope.h"
 #include "worker/cache_engine.h"
 #include "worker/communicator.h"
+#include "worker/forward_batch.h"
 #include "worker/model_weights.h"
 
 namespace folio {
-
-// One step's flattened batch: every scheduled token, prefill chunks and
-// decodes mixed, grouped by sequence.
-struct ForwardBatch {
-  std::vector<TokenId> token_ids;      // [num_tokens]
-  std::vector<int32_t> positions;      // [num_tokens]
-  std::vector<int64_t> slot_mapping;   // [num_tokens]: block * block_size + offset
-  std::vector<int32_t> query_start;    // [num_seqs + 1]: rows of each sequence
-  std::vector<int32_t> context_lens;   // [num_seqs]: cached tokens after this step
-  std::vector<int32_t> block_tables;   // [num_seqs][max_blocks_per_seq]
-  int32_t max_blocks_per_seq = 0;
-  std::vector<int32_t> logits_rows;    // token rows whose next-token logits are needed
-
-  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
-  int32_t num_seqs() const { return static_cast<int32_t>(context_lens.size()); }
-  void Clear();
-};
 
 // Sums partial results across tensor-parallel ranks (Gloo or NCCL) and
 // gathers the vocabulary-parallel logits: worker/communicator.h. Kept as a
