@@ -25,10 +25,14 @@
 //    all cores); a TP = N worker gets max(1, that / N) through
 //    OMP_NUM_THREADS (OPENBLAS_NUM_THREADS=1, OMP_WAIT_POLICY=PASSIVE in
 //    every process). Served outputs must equal the offline ones (exit 1).
+//    A --tp value may name the workers' collectives: "2:shm", "2:gloo"
+//    (FOLIO_WORKER_COLLECTIVES; plain "2" = the workers' default, auto), so
+//    one run compares them.
 //
 //   folio_bench_serving [--mode all|roundtrip|throughput] [--iterations 2000]
 //                       [--warmup 200] [--num-prompts 32] [--max-tokens 64]
-//                       [--repeats 5] [--tp 1 --tp 2] [--threads 0]
+//                       [--repeats 5] [--tp 1 --tp 2 --tp 2:gloo] [--threads 0]
+//                       [--collectives auto|gloo|shm (round trip's workers)]
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -176,17 +180,20 @@ class Child {
   int out_ = -1;
 };
 
-std::map<std::string, std::string> WorkerEnv(int threads) {
-  return {{"OMP_NUM_THREADS", std::to_string(threads)},
-          {"OPENBLAS_NUM_THREADS", "1"},
-          {"OMP_WAIT_POLICY", "PASSIVE"}};
+std::map<std::string, std::string> WorkerEnv(int threads, const std::string& collectives) {
+  std::map<std::string, std::string> env = {{"OMP_NUM_THREADS", std::to_string(threads)},
+                                            {"OPENBLAS_NUM_THREADS", "1"},
+                                            {"OMP_WAIT_POLICY", "PASSIVE"}};
+  if (!collectives.empty()) env["FOLIO_WORKER_COLLECTIVES"] = collectives;
+  return env;
 }
 
-std::unique_ptr<Child> StartWorker(const std::string& bin, int rank, int threads, int* port) {
+std::unique_ptr<Child> StartWorker(const std::string& bin, int rank, int threads, int* port,
+                                   const std::string& collectives = "") {
   auto child = std::make_unique<Child>(
       std::vector<std::string>{bin, "--host", "127.0.0.1", "--port", "0", "--rank",
                                std::to_string(rank), "--metrics-port", "0"},
-      WorkerEnv(threads));
+      WorkerEnv(threads, collectives));
   *port = child->ReadPort(60);
   if (*port <= 0) Die(absl::StrCat("folio-worker rank ", rank, " did not report its port"));
   return child;
@@ -228,6 +235,7 @@ struct Settings {
   int64_t repeats = 5;
   int64_t threads = 0;  // 0 = all cores
   std::vector<std::string> tp;
+  std::string collectives;  // round trip's workers; empty = their default
 };
 
 // ---------------------------------------------------------------------------
@@ -249,7 +257,7 @@ void RoundTrip(const Settings& s) {
   RemoteWorkerGroup::Options wo;
   for (int r = 0; r < kWorld; ++r) {
     int port = 0;
-    workers.push_back(StartWorker(s.bin_dir + "/folio-worker", r, threads, &port));
+    workers.push_back(StartWorker(s.bin_dir + "/folio-worker", r, threads, &port, s.collectives));
     wo.addresses.push_back(absl::StrCat("127.0.0.1:", port));
   }
   wo.initialize.set_model_path(s.model);
@@ -263,10 +271,10 @@ void RoundTrip(const Settings& s) {
   absl::StatusOr<std::unique_ptr<RemoteWorkerGroup>> group = RemoteWorkerGroup::Connect(wo);
   if (!group.ok()) Die(std::string(group.status().message()));
 
-  std::printf("round trip: plan -> %d folio-worker processes (TP=%d, Gloo over 127.0.0.1, "
+  std::printf("round trip: plan -> %d folio-worker processes (TP=%d, collectives %s, "
               "%d kernel thread(s) each) -> results, through RemoteWorkerGroup::Execute; "
               "%lld iterations after %lld warm-up\n",
-              kWorld, kWorld, threads, static_cast<long long>(s.iterations),
+              kWorld, kWorld, s.collectives.empty() ? "auto" : s.collectives.c_str(), threads, static_cast<long long>(s.iterations),
               static_cast<long long>(s.warmup));
 
   // Empty plans: nothing scheduled, only a step id.
@@ -402,11 +410,12 @@ RunResult RunOffline(OfflineEngine& engine, const std::vector<std::vector<TokenI
 // folio-scheduler + tp folio-worker processes on free ports.
 class Cluster {
  public:
-  Cluster(const Settings& s, int tp, int threads_per_worker) {
+  Cluster(const Settings& s, int tp, int threads_per_worker, const std::string& collectives) {
     std::vector<std::string> addresses;
     for (int r = 0; r < tp; ++r) {
       int port = 0;
-      workers_.push_back(StartWorker(s.bin_dir + "/folio-worker", r, threads_per_worker, &port));
+      workers_.push_back(
+          StartWorker(s.bin_dir + "/folio-worker", r, threads_per_worker, &port, collectives));
       addresses.push_back(absl::StrCat("127.0.0.1:", port));
     }
     const int port = FreePort();
@@ -546,12 +555,23 @@ void Throughput(const Settings& s) {
   const int32_t max_tokens = static_cast<int32_t>(s.max_tokens);
   const int cores = s.threads > 0 ? static_cast<int>(s.threads) : kernels::cpu::DefaultKernelThreads();
   std::vector<int> tps;
+  std::vector<std::string> labels, collectives;  // per cluster
   for (const std::string& t : s.tp) {
+    const size_t colon = t.find(':');
     int v = 0;
-    if (!absl::SimpleAtoi(t, &v) || v < 1) Die("--tp: not a positive integer: " + t);
+    if (!absl::SimpleAtoi(t.substr(0, colon), &v) || v < 1) {
+      Die("--tp: not a positive integer (optionally :auto|:gloo|:shm): " + t);
+    }
     tps.push_back(v);
+    collectives.push_back(colon == std::string::npos ? "" : t.substr(colon + 1));
+    labels.push_back(absl::StrCat("TP=", t.substr(0, colon),
+                                  colon == std::string::npos ? "" : "/" + t.substr(colon + 1)));
   }
-  if (tps.empty()) tps = {1, 2};
+  if (tps.empty()) {
+    tps = {1, 2};
+    collectives = {"", ""};
+    labels = {"TP=1", "TP=2"};
+  }
 
   OfflineEngine::Options oo;
   oo.model_dir = s.model;
@@ -559,13 +579,18 @@ void Throughput(const Settings& s) {
   absl::StatusOr<std::unique_ptr<OfflineEngine>> offline = OfflineEngine::Create(oo);
   if (!offline.ok()) Die(std::string(offline.status().message()));
   std::vector<std::unique_ptr<Cluster>> clusters;
-  for (int tp : tps) clusters.push_back(std::make_unique<Cluster>(s, tp, std::max(1, cores / tp)));
+  for (size_t i = 0; i < tps.size(); ++i) {
+    clusters.push_back(
+        std::make_unique<Cluster>(s, tps[i], std::max(1, cores / tps[i]), collectives[i]));
+  }
 
   std::printf("throughput: %zu prompts (reference.json, repeated), greedy, ignore_eos, "
               "max_tokens %d, all submitted at once; %lld interleaved repetitions after one "
               "warm-up; offline engine %d kernel thread(s)",
               prompts.size(), max_tokens, static_cast<long long>(s.repeats), cores);
-  for (int tp : tps) std::printf(", TP=%d worker(s) %d thread(s) each", tp, std::max(1, cores / tp));
+  for (size_t i = 0; i < tps.size(); ++i) {
+    std::printf(", %s worker(s) %d thread(s) each", labels[i].c_str(), std::max(1, cores / tps[i]));
+  }
   std::printf("\n");
   std::fflush(stdout);
 
@@ -584,13 +609,13 @@ void Throughput(const Settings& s) {
       const size_t slot = (static_cast<size_t>(rep) + k) % slots;
       RunResult r = run_slot(slot);
       if (r.outputs != reference) {
-        Die(absl::StrCat(slot == 0 ? std::string("folio run") : absl::StrCat("TP=", tps[slot - 1]),
+        Die(absl::StrCat(slot == 0 ? std::string("folio run") : labels[slot - 1],
                          ": outputs differ from the first offline run"));
       }
       tps_runs[slot].push_back(r.tokens_per_second());
       std::printf("  rep %lld %-9s %6lld tokens in %7.3f s = %8.1f tokens/s\n",
                   static_cast<long long>(rep),
-                  slot == 0 ? "offline" : absl::StrCat("TP=", tps[slot - 1]).c_str(),
+                  slot == 0 ? "offline" : labels[slot - 1].c_str(),
                   static_cast<long long>(r.tokens), r.seconds, r.tokens_per_second());
       std::fflush(stdout);
     }
@@ -600,8 +625,8 @@ void Throughput(const Settings& s) {
   for (size_t i = 0; i < clusters.size(); ++i) {
     const double served = Median(tps_runs[1 + i]);
     const double overhead = offline_tps > 0 ? 1.0 - served / offline_tps : 0;
-    std::printf("  median: served TP=%d %.1f tokens/s, overhead %.1f%% (target <= 10%%: %s)\n",
-                tps[i], served, 100.0 * overhead, overhead <= 0.10 ? "met" : "MISSED");
+    std::printf("  median: served %s %.1f tokens/s, overhead %.1f%% (target <= 10%%: %s)\n",
+                labels[i].c_str(), served, 100.0 * overhead, overhead <= 0.10 ? "met" : "MISSED");
   }
   std::fflush(stdout);
 }
@@ -619,7 +644,10 @@ int Main(int argc, char** argv) {
   flags.Int("max-tokens", &s.max_tokens, "throughput: tokens generated per request");
   flags.Int("repeats", &s.repeats, "throughput: measured runs of each configuration");
   flags.Int("threads", &s.threads, "kernel threads of the offline engine / a TP=1 worker; 0 = all cores");
-  flags.Strings("tp", &s.tp, "throughput: tensor-parallel sizes to serve (repeatable; default 1 and 2)");
+  flags.Strings("tp", &s.tp,
+                "throughput: tensor-parallel sizes to serve, N or N:auto|gloo|shm (repeatable; "
+                "default 1 and 2)");
+  flags.String("collectives", &s.collectives, "round trip: the workers' collectives (auto|gloo|shm)");
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::printf("usage: folio_bench_serving [flags]\n%s", flags.Help().c_str());
