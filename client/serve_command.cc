@@ -35,7 +35,8 @@ constexpr char kUsage[] =
     "Each worker computes on T threads: --threads, else OMP_NUM_THREADS when set, else a\n"
     "fair share of this machine's cores, max(1, cores / N), so N workers do not\n"
     "oversubscribe the cores. --collectives goes to every worker (default auto: shared\n"
-    "memory between the local ranks).\n";
+    "memory between the local ranks). --device cuda (a folio-scheduler flag) runs worker r\n"
+    "on cuda:r, its KV cache sized by --gpu-memory-utilization (default 0.9).\n";
 
 std::string BinaryDir() {
   std::error_code ec;

@@ -16,6 +16,8 @@
 // rendezvous store), else Gloo over TCP; the choice is logged. Everything
 // else (model, world size, memory budget, the scheduler's rendezvous
 // address) arrives in Initialize.
+// The device (cpu, cuda, cuda:N) also arrives in Initialize; builds without
+// CUDA refuse cuda with FAILED_PRECONDITION.
 // Prometheus metrics (worker_metrics.h) are served at
 // http://METRICS_HOST:METRICS_PORT/metrics (default --host, 9401+rank); port
 // 0 turns them off.
@@ -41,6 +43,7 @@
 #include "common/metrics_server.h"
 #include "prometheus/registry.h"
 #include "worker/worker_metrics.h"
+#include "worker/worker_loader.h"
 #include "worker/worker_service.h"
 
 namespace {
@@ -98,6 +101,9 @@ int main(int argc, char** argv) {
   folio::WorkerService::Options options;
   options.collective_host = Env("FOLIO_WORKER_COLLECTIVE_HOST", options.collective_host);
   options.collective_iface = Env("FOLIO_WORKER_COLLECTIVE_IFACE", "");
+#if defined(FOLIO_HAVE_CUDA_WORKER)
+  options.cuda_loader = folio::LoadCudaWorker;  // InitializeRequest.device "cuda[:N]"
+#endif
   std::string collectives = Env("FOLIO_WORKER_COLLECTIVES", "auto");
   double grace_s = 10.0;
   for (int i = 1; i < argc; ++i) {

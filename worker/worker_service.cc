@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/plan_proto.h"
+#include "worker/cpu_worker.h"
+#include "worker/device_spec.h"
 #include "worker/gloo_communicator.h"
 #include "worker/rendezvous_store.h"
 #include "worker/shm_communicator.h"
@@ -62,53 +64,54 @@ grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
     return {grpc::StatusCode::INVALID_ARGUMENT,
             absl::StrCat("rank ", request->rank(), " is not below world_size ", world)};
   }
-  if (request->dtype() != v1::DTYPE_UNSPECIFIED && request->dtype() != v1::DTYPE_FLOAT32) {
+  absl::StatusOr<DeviceSpec> device = ParseDevice(request->device());
+  if (!device.ok()) {
+    done(State::kNew);
+    return ToGrpc(device.status());
+  }
+  if (!device->is_cuda() && request->dtype() != v1::DTYPE_UNSPECIFIED &&
+      request->dtype() != v1::DTYPE_FLOAT32) {
     done(State::kNew);
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "the CPU worker computes and caches in float32 (dtype UNSPECIFIED or FLOAT32)"};
   }
-  if (!request->device().empty() && request->device() != "cpu") {
+  if (device->is_cuda() && !options_.cuda_loader) {
     done(State::kNew);
-    return {grpc::StatusCode::UNIMPLEMENTED,
-            absl::StrCat("device \"", request->device(), "\": this worker runs on the cpu")};
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            absl::StrCat("InitializeRequest.device \"", request->device(),
+                         "\": this folio-worker was built without CUDA (use device \"cpu\")")};
   }
   if (world > 1 && request->rendezvous_address().empty()) {
     done(State::kNew);
     return {grpc::StatusCode::INVALID_ARGUMENT, "world_size > 1 needs a rendezvous_address"};
   }
-
-  CpuWorker::Options wo;
-  wo.model_dir = request->model_path();
-  wo.shard = ShardSpec{static_cast<int32_t>(request->rank()), static_cast<int32_t>(world)};
-  wo.block_size = request->block_size() == 0 ? 16 : static_cast<int32_t>(request->block_size());
-  wo.kv_cache_bytes = request->kv_cache_bytes() > 0
-                          ? static_cast<int64_t>(request->kv_cache_bytes())
-                          : DefaultKvCacheBytes(request->memory_utilization(), world);
-  wo.swap_space_bytes = static_cast<int64_t>(request->swap_space_bytes());
-  wo.seed = options_.seed;
-
-  // Join the group first (all ranks wait for each other here), then load.
   std::unique_ptr<Communicator> comm;
-  if (world > 1) {
-    absl::StatusOr<std::unique_ptr<Communicator>> joined =
-        JoinGroup(*request, wo.shard.rank, wo.shard.world_size);
-    if (!joined.ok()) {
+  std::unique_ptr<ModelWorker> worker;
+  if (device->is_cuda()) {
+    // Checks the device, joins the NCCL group (ranks > 1), loads and sizes.
+    CudaLoadOptions lo;
+    lo.seed = options_.seed;
+    lo.collective_timeout = options_.collective_timeout;
+    absl::StatusOr<LoadedWorker> loaded = options_.cuda_loader(*request, lo);
+    if (!loaded.ok()) {
       done(State::kNew);
-      return ToGrpc(joined.status());
+      return ToGrpc(loaded.status());
     }
-    comm = std::move(*joined);
+    comm = std::move(loaded->communicator);
+    worker = std::move(loaded->worker);
+  } else {
+    absl::StatusOr<std::unique_ptr<CpuWorker>> cpu = LoadCpuWorker(*request, world, &comm);
+    if (!cpu.ok()) {
+      done(State::kNew);
+      return ToGrpc(cpu.status());
+    }
+    worker = std::move(*cpu);
   }
-  wo.communicator = comm.get();
-  absl::StatusOr<std::unique_ptr<CpuWorker>> worker = CpuWorker::Load(wo);
-  if (!worker.ok()) {
-    done(State::kNew);
-    return ToGrpc(worker.status());
-  }
-  response->set_num_device_blocks(static_cast<uint32_t>(std::max((*worker)->DeviceBlocksThatFit(), 0)));
-  response->set_num_host_blocks(static_cast<uint32_t>(std::max((*worker)->HostBlocksThatFit(), 0)));
-  response->set_block_bytes(static_cast<uint64_t>((*worker)->block_bytes()));
-  response->set_vocab_size(static_cast<uint32_t>((*worker)->config().vocab_size));
-  response->set_device_name("cpu");
+  response->set_num_device_blocks(static_cast<uint32_t>(std::max(worker->DeviceBlocksThatFit(), 0)));
+  response->set_num_host_blocks(static_cast<uint32_t>(std::max(worker->HostBlocksThatFit(), 0)));
+  response->set_block_bytes(static_cast<uint64_t>(worker->block_bytes()));
+  response->set_vocab_size(static_cast<uint32_t>(worker->config().vocab_size));
+  response->set_device_name(worker->device_name());
   {
     absl::MutexLock lock(&mu_);
     if (state_ == State::kClosed) {
@@ -116,7 +119,7 @@ grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
       return {grpc::StatusCode::UNAVAILABLE, "the worker is shutting down"};
     }
     comm_ = std::move(comm);
-    worker_ = std::move(*worker);
+    worker_ = std::move(worker);
     rank_ = request->rank();
     if (options_.metrics != nullptr) {
       // The scheduler's name for the model, so dashboards join both processes' series.
@@ -130,6 +133,29 @@ grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
   }
   done(State::kLoaded);
   return grpc::Status::OK;
+}
+
+absl::StatusOr<std::unique_ptr<CpuWorker>> WorkerService::LoadCpuWorker(
+    const v1::InitializeRequest& request, uint32_t world, std::unique_ptr<Communicator>* comm) {
+  CpuWorker::Options wo;
+  wo.model_dir = request.model_path();
+  wo.shard = ShardSpec{static_cast<int32_t>(request.rank()), static_cast<int32_t>(world)};
+  wo.block_size = request.block_size() == 0 ? 16 : static_cast<int32_t>(request.block_size());
+  wo.kv_cache_bytes = request.kv_cache_bytes() > 0
+                          ? static_cast<int64_t>(request.kv_cache_bytes())
+                          : DefaultKvCacheBytes(request.memory_utilization(), world);
+  wo.swap_space_bytes = static_cast<int64_t>(request.swap_space_bytes());
+  wo.seed = options_.seed;
+
+  // Join the group first (all ranks wait for each other here), then load.
+  if (world > 1) {
+    absl::StatusOr<std::unique_ptr<Communicator>> joined =
+        JoinGroup(request, wo.shard.rank, wo.shard.world_size);
+    if (!joined.ok()) return joined.status();
+    *comm = std::move(*joined);
+  }
+  wo.communicator = comm->get();
+  return CpuWorker::Load(wo);
 }
 
 grpc::Status WorkerService::AllocateCache(grpc::ServerContext* context,
@@ -303,7 +329,7 @@ grpc::Status WorkerService::Shutdown(grpc::ServerContext* context,
 }
 
 bool WorkerService::Close(absl::Duration grace) {
-  std::unique_ptr<CpuWorker> worker;
+  std::unique_ptr<ModelWorker> worker;
   std::unique_ptr<Communicator> comm;
   bool finished = true;
   bool first = false;

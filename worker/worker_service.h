@@ -1,14 +1,18 @@
 #ifndef FOLIO_WORKER_WORKER_SERVICE_H_
 #define FOLIO_WORKER_WORKER_SERVICE_H_
 
-// folio.v1.Worker over the CPU worker: one process per tensor-parallel rank.
+// folio.v1.Worker over a ModelWorker: one process per tensor-parallel rank.
+// InitializeRequest.device picks it: "cpu" (or empty) a CpuWorker, "cuda" or
+// "cuda:N" a CudaWorker through Options::cuda_loader (set by folio-worker in
+// builds with CUDA; without it such requests fail with FAILED_PRECONDITION,
+// as do requests on machines without a CUDA device).
 //
 //   Initialize     loads this rank's shard, joins the collective group
 //                  (through the scheduler's Rendezvous service: shared memory
 //                  when every rank is on this host, else Gloo over TCP, see
 //                  Options::collectives; blocks until every rank has joined,
 //                  so the scheduler must call Initialize on all ranks
-//                  concurrently), and reports how many KV blocks fit in
+//                  concurrently; CUDA ranks join NCCL instead), and reports how many KV blocks fit in
 //                  kv_cache_bytes / swap_space_bytes.
 //   AllocateCache  allocates both pools with the sizes the scheduler chose.
 //   Step           bidirectional stream: one StepResult per StepPlan, in
@@ -35,6 +39,8 @@
 #include "folio/v1/worker.grpc.pb.h"
 #include "worker/communicator.h"
 #include "worker/cpu_worker.h"
+#include "worker/model_worker.h"
+#include "worker/worker_loader.h"
 #include "worker/worker_metrics.h"
 
 namespace folio {
@@ -69,6 +75,10 @@ class WorkerService final : public v1::Worker::Service {
     // the model (directory name) and rank Initialize brings. Not owned; must
     // outlive the service. Null: no metrics.
     WorkerMetrics* metrics = nullptr;
+    // Builds the worker of a "cuda"/"cuda:N" Initialize: LoadCudaWorker
+    // (worker/worker_loader.h) in builds with CUDA. Empty: such requests
+    // fail with FAILED_PRECONDITION naming the device field.
+    CudaWorkerLoader cuda_loader;
   };
 
   explicit WorkerService(Options options);
@@ -98,6 +108,11 @@ class WorkerService final : public v1::Worker::Service {
   // logs the choice to stderr.
   absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(const v1::InitializeRequest& request,
                                                           int32_t rank, int32_t world);
+  // The CPU path of Initialize: joins the group (world > 1) into *comm,
+  // then loads this rank's CpuWorker.
+  absl::StatusOr<std::unique_ptr<CpuWorker>> LoadCpuWorker(const v1::InitializeRequest& request,
+                                                           uint32_t world,
+                                                           std::unique_ptr<Communicator>* comm);
   // Runs one plan; always returns a result (with a status on failure).
   void RunStep(const v1::StepPlan& plan, v1::StepResult* result);
 
@@ -112,7 +127,7 @@ class WorkerService final : public v1::Worker::Service {
   // Set by Initialize; used without mu_ by the one Step stream while
   // in_flight_ (Close waits for it before freeing them).
   std::unique_ptr<Communicator> comm_;
-  std::unique_ptr<CpuWorker> worker_;
+  std::unique_ptr<ModelWorker> worker_;
 };
 
 }  // namespace folio

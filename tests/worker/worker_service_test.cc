@@ -3,7 +3,9 @@
 // plans from a real Scheduler on the demo model give the greedy tokens of
 // the in-process CpuWorker; failed steps come back as statuses and the
 // stream keeps serving; Shutdown and SIGTERM stop the processes. Plus the
-// call-order errors of an in-process WorkerService.
+// call-order errors of an in-process WorkerService, and `device: cuda` on a
+// machine without a CUDA device (or a build without CUDA): a clear error,
+// after which a CPU Initialize still works.
 
 #include "worker/worker_service.h"
 
@@ -26,6 +28,9 @@
 #include "scheduler/rendezvous_service.h"
 #include "tests/worker/worker_test_util.h"
 #include "worker/cpu_worker.h"
+#if defined(FOLIO_HAVE_CUDA_WORKER)
+#include "worker/cuda_worker.h"
+#endif
 
 extern char** environ;
 
@@ -391,6 +396,119 @@ TEST(WorkerServiceTest, CallOrderAndRetryableInitialize) {
   EXPECT_TRUE(stopped);
   EXPECT_EQ(step_status(), grpc::StatusCode::UNAVAILABLE);
   server->Shutdown(In(5));
+}
+
+// True when this test can expect `device: cuda` to fail: no CUDA worker in
+// the build, or no CUDA device on the machine.
+bool CudaMustFail() {
+#if defined(FOLIO_HAVE_CUDA_WORKER)
+  return !CudaWorker::DeviceCount().ok();
+#else
+  return true;
+#endif
+}
+
+grpc::Status InitializeOn(v1::Worker::Stub& stub, const std::string& device,
+                          v1::InitializeResponse* resp, v1::DType dtype = v1::DTYPE_UNSPECIFIED) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(60));
+  v1::InitializeRequest req;
+  req.set_model_path(kDemo);
+  req.set_device(device);
+  req.set_dtype(dtype);
+  req.set_kv_cache_bytes(kKvBytes);
+  return stub.Initialize(&ctx, req, resp);
+}
+
+TEST(WorkerServiceTest, CudaWithoutADeviceFailsClearlyAndCpuStillWorks) {
+  if (!CudaMustFail()) GTEST_SKIP() << "this machine has a CUDA device";
+  WorkerService::Options options;
+#if defined(FOLIO_HAVE_CUDA_WORKER)
+  options.cuda_loader = LoadCudaWorker;  // as folio-worker sets it
+#endif
+  WorkerService service(options);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Worker::NewStub(Channel(port));
+
+  v1::InitializeResponse resp;
+  for (const std::string device : {"cuda", "cuda:0", "cuda:3"}) {
+    grpc::Status s = InitializeOn(*stub, device, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << device;
+    EXPECT_NE(s.error_message().find("InitializeRequest.device \"" + device + "\""),
+              std::string::npos)
+        << s.error_message();
+#if defined(FOLIO_HAVE_CUDA_WORKER)
+    EXPECT_NE(s.error_message().find("cudaGetDeviceCount"), std::string::npos)
+        << s.error_message();
+#else
+    EXPECT_NE(s.error_message().find("without CUDA"), std::string::npos) << s.error_message();
+#endif
+  }
+  for (const std::string device : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CPU"}) {
+    grpc::Status s = InitializeOn(*stub, device, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << device;
+    EXPECT_NE(s.error_message().find("InitializeRequest.device"), std::string::npos)
+        << s.error_message();
+  }
+  EXPECT_EQ(InitializeOn(*stub, "cpu", &resp, v1::DTYPE_BFLOAT16).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  // The failures left the service as new: the CPU worker loads and steps.
+  ASSERT_TRUE(InitializeOn(*stub, "cpu", &resp).ok());
+  EXPECT_EQ(resp.device_name(), "cpu");
+  EXPECT_EQ(resp.num_device_blocks(), uint32_t(kKvBytes / resp.block_bytes()));
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(30));
+    v1::AllocateCacheRequest req;
+    req.set_num_device_blocks(8);
+    v1::AllocateCacheResponse aresp;
+    ASSERT_TRUE(stub->AllocateCache(&ctx, req, &aresp).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(In(30));
+    auto stream = stub->Step(&ctx);
+    v1::StepPlan plan;
+    plan.set_step_id(1);
+    ASSERT_TRUE(stream->Write(plan));
+    v1::StepResult result;
+    ASSERT_TRUE(stream->Read(&result));
+    EXPECT_EQ(result.step_id(), 1u);
+    EXPECT_EQ(result.status().code(), 0) << result.status().message();
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+  server->Shutdown(In(5));
+}
+
+// The same through the folio-worker binary: its build decides whether it has
+// a CUDA loader, the machine whether it has a device.
+TEST_F(WorkerProcessesTest, CudaInitializeFailsClearlyWithoutADevice) {
+  if (!CudaMustFail()) GTEST_SKIP() << "this machine has a CUDA device";
+  WorkerProcess proc(0);
+  ASSERT_TRUE(proc.started());
+  const int port = proc.ReadPort(30);
+  ASSERT_GT(port, 0);
+  auto stub = v1::Worker::NewStub(Channel(port));
+  v1::InitializeResponse resp;
+  grpc::Status s = InitializeOn(*stub, "cuda:0", &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("InitializeRequest.device \"cuda:0\""), std::string::npos)
+      << s.error_message();
+  ASSERT_TRUE(InitializeOn(*stub, "cpu", &resp).ok());
+  EXPECT_EQ(resp.device_name(), "cpu");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(In(30));
+  v1::ShutdownResponse sresp;
+  EXPECT_TRUE(stub->Shutdown(&ctx, v1::ShutdownRequest(), &sresp).ok());
+  ASSERT_TRUE(proc.WaitExit(30));
+  EXPECT_EQ(proc.exit_code(), 0);
 }
 
 }  // namespace
