@@ -18,38 +18,32 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/attention.cuh"
+#include "tests/gpu/gpu_check_util.h"
 
 namespace folio::kernels {
 namespace {
 
-#define BENCH_CHECK(expr)                                                               \
-  do {                                                                                  \
-    cudaError_t err_ = (expr);                                                          \
-    if (err_ != cudaSuccess) {                                                          \
-      std::printf("CUDA error: %s -> %s\n", #expr, cudaGetErrorString(err_));           \
-      return false;                                                                     \
-    }                                                                                   \
-  } while (0)
+using gpu_check::DeviceArray;
 
 constexpr int kWarmup = 3;
 constexpr int kIters = 20;
 
 // Small deterministic values in every element (no NaN/Inf from garbage).
-__global__ void FillBf16(__nv_bfloat16* p, size_t n, uint32_t salt) {
+template <typename T>
+__global__ void Fill(T* p, size_t n, uint32_t salt) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x) {
     const uint32_t h = (static_cast<uint32_t>(i) ^ salt) * 2654435761u;
-    p[i] = __float2bfloat16_rn(static_cast<float>(h >> 8) * 0x1p-24f - 0.5f);
-  }
-}
-__global__ void FillF32(float* p, size_t n, uint32_t salt) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
-       i += size_t{gridDim.x} * blockDim.x) {
-    const uint32_t h = (static_cast<uint32_t>(i) ^ salt) * 2654435761u;
-    p[i] = static_cast<float>(h >> 8) * 0x1p-24f - 0.5f;
+    const float x = static_cast<float>(h >> 8) * 0x1p-24f - 0.5f;
+    if constexpr (std::is_same_v<T, float>) {
+      p[i] = x;
+    } else {
+      p[i] = __float2bfloat16_rn(x);
+    }
   }
 }
 
@@ -57,17 +51,17 @@ __global__ void FillF32(float* p, size_t n, uint32_t salt) {
 template <typename Fn>
 bool TimeMedian(Fn fn, cudaStream_t stream, double* us) {
   cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < kWarmup; ++i) BENCH_CHECK(fn());
+  CHECK_CUDA_OR_FALSE(cudaEventCreate(&start));
+  CHECK_CUDA_OR_FALSE(cudaEventCreate(&stop));
+  for (int i = 0; i < kWarmup; ++i) CHECK_CUDA_OR_FALSE(fn());
   std::vector<double> times;
   for (int i = 0; i < kIters; ++i) {
-    BENCH_CHECK(cudaEventRecord(start, stream));
-    BENCH_CHECK(fn());
-    BENCH_CHECK(cudaEventRecord(stop, stream));
-    BENCH_CHECK(cudaEventSynchronize(stop));
+    CHECK_CUDA_OR_FALSE(cudaEventRecord(start, stream));
+    CHECK_CUDA_OR_FALSE(fn());
+    CHECK_CUDA_OR_FALSE(cudaEventRecord(stop, stream));
+    CHECK_CUDA_OR_FALSE(cudaEventSynchronize(stop));
     float ms = 0;
-    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    CHECK_CUDA_OR_FALSE(cudaEventElapsedTime(&ms, start, stop));
     times.push_back(ms * 1e3);
   }
   cudaEventDestroy(start);
@@ -79,16 +73,16 @@ bool TimeMedian(Fn fn, cudaStream_t stream, double* us) {
 
 bool CopyBandwidth(cudaStream_t stream, double* gbps) {
   constexpr size_t kBytes = size_t{1} << 30;
-  void *src = nullptr, *dst = nullptr;
-  BENCH_CHECK(cudaMalloc(&src, kBytes));
-  BENCH_CHECK(cudaMalloc(&dst, kBytes));
-  BENCH_CHECK(cudaMemsetAsync(src, 1, kBytes, stream));
+  DeviceArray<uint8_t> src, dst;
+  CHECK_CUDA_OR_FALSE(src.Alloc(kBytes));
+  CHECK_CUDA_OR_FALSE(dst.Alloc(kBytes));
+  CHECK_CUDA_OR_FALSE(cudaMemsetAsync(src.data(), 1, kBytes, stream));
   double us = 0;
   const bool ok = TimeMedian(
-      [&] { return cudaMemcpyAsync(dst, src, kBytes, cudaMemcpyDeviceToDevice, stream); }, stream,
-      &us);
-  cudaFree(src);
-  cudaFree(dst);
+      [&] {
+        return cudaMemcpyAsync(dst.data(), src.data(), kBytes, cudaMemcpyDeviceToDevice, stream);
+      },
+      stream, &us);
   if (!ok) return false;
   *gbps = 2.0 * kBytes / (us * 1e-6) / 1e9;
   std::printf("%-34s %10.1f %9.1f %8s\n", "memcpy D2D 1 GiB (r+w 2 GiB)", us, *gbps, "100.0%");
@@ -106,19 +100,19 @@ bool DecodeBandwidth(const DecodeCase& dc, double copy_gbps, cudaStream_t stream
   const int32_t num_blocks = dc.num_seqs * blocks_per_seq;
   const size_t elems = size_t{static_cast<uint32_t>(num_blocks)} * dc.num_kv_heads * kBlockSize *
                        kHeadDim;
-  __nv_bfloat16 *k = nullptr, *v = nullptr;
-  float *q = nullptr, *out = nullptr;
-  int32_t *tables = nullptr, *lens = nullptr;
-  void* ws = nullptr;
-  BENCH_CHECK(cudaMalloc(&k, elems * sizeof(__nv_bfloat16)));
-  BENCH_CHECK(cudaMalloc(&v, elems * sizeof(__nv_bfloat16)));
+  DeviceArray<__nv_bfloat16> k, v;
+  DeviceArray<float> q, out;
+  DeviceArray<int32_t> tables, lens;
+  DeviceArray<uint8_t> ws;
+  CHECK_CUDA_OR_FALSE(k.Alloc(elems));
+  CHECK_CUDA_OR_FALSE(v.Alloc(elems));
   const size_t q_elems = size_t{static_cast<uint32_t>(dc.num_seqs)} * dc.num_heads * kHeadDim;
-  BENCH_CHECK(cudaMalloc(&q, q_elems * sizeof(float)));
-  BENCH_CHECK(cudaMalloc(&out, q_elems * sizeof(float)));
-  FillBf16<<<1024, 256, 0, stream>>>(k, elems, 1);
-  FillBf16<<<1024, 256, 0, stream>>>(v, elems, 2);
-  FillF32<<<256, 256, 0, stream>>>(q, q_elems, 3);
-  BENCH_CHECK(cudaGetLastError());
+  CHECK_CUDA_OR_FALSE(q.Alloc(q_elems));
+  CHECK_CUDA_OR_FALSE(out.Alloc(q_elems));
+  Fill<<<1024, 256, 0, stream>>>(k.data(), elems, 1);
+  Fill<<<1024, 256, 0, stream>>>(v.data(), elems, 2);
+  Fill<<<256, 256, 0, stream>>>(q.data(), q_elems, 3);
+  CHECK_CUDA_OR_FALSE(cudaGetLastError());
 
   // Every block used once, in shuffled order across all sequences.
   std::vector<int32_t> ids(num_blocks);
@@ -126,38 +120,29 @@ bool DecodeBandwidth(const DecodeCase& dc, double copy_gbps, cudaStream_t stream
   std::mt19937 rng(7);
   std::shuffle(ids.begin(), ids.end(), rng);
   const std::vector<int32_t> host_lens(dc.num_seqs, dc.context);
-  BENCH_CHECK(cudaMalloc(&tables, ids.size() * sizeof(int32_t)));
-  BENCH_CHECK(cudaMalloc(&lens, host_lens.size() * sizeof(int32_t)));
-  BENCH_CHECK(cudaMemcpy(tables, ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-  BENCH_CHECK(cudaMemcpy(lens, host_lens.data(), host_lens.size() * sizeof(int32_t),
-                         cudaMemcpyHostToDevice));
+  CHECK_CUDA_OR_FALSE(tables.AllocAndUpload(ids));
+  CHECK_CUDA_OR_FALSE(lens.AllocAndUpload(host_lens));
 
-  const gpu::GpuPagedKvLayer kv{k, v, CacheDtype::kBFloat16, num_blocks, dc.num_kv_heads,
-                                kBlockSize, kHeadDim};
-  const BlockTables bt{tables, dc.num_seqs, blocks_per_seq};
+  const gpu::GpuPagedKvLayer kv{k.data(), v.data(), CacheDtype::kBFloat16, num_blocks,
+                                dc.num_kv_heads, kBlockSize, kHeadDim};
+  const BlockTables bt{tables.data(), dc.num_seqs, blocks_per_seq};
   const size_t ws_bytes = gpu::PagedAttentionDecodeWorkspaceBytes(
       dc.num_seqs, dc.num_heads, kHeadDim, dc.context, 0);
-  if (ws_bytes > 0) BENCH_CHECK(cudaMalloc(&ws, ws_bytes));
+  if (ws_bytes > 0) CHECK_CUDA_OR_FALSE(ws.Alloc(ws_bytes));
   int device = 0, sms = 0;
-  BENCH_CHECK(cudaGetDevice(&device));
-  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CHECK_CUDA_OR_FALSE(cudaGetDevice(&device));
+  CHECK_CUDA_OR_FALSE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int32_t slice = gpu::ChooseDecodePartition(dc.num_seqs, dc.num_heads, dc.num_kv_heads,
                                                    dc.context, 0, sms);
   const float scale = 0.08838834764f;  // 1/sqrt(128)
   double us = 0;
   const bool ok = TimeMedian(
       [&] {
-        return gpu::PagedAttentionDecode(q, kv, bt, lens, dc.context, dc.num_heads, scale, ws,
-                                         ws_bytes, out, stream, 0);
+        return gpu::PagedAttentionDecode(q.data(), kv, bt, lens.data(), dc.context,
+                                         dc.num_heads, scale, ws_bytes > 0 ? ws.data() : nullptr,
+                                         ws_bytes, out.data(), stream, 0);
       },
       stream, &us);
-  cudaFree(k);
-  cudaFree(v);
-  cudaFree(q);
-  cudaFree(out);
-  cudaFree(tables);
-  cudaFree(lens);
-  if (ws != nullptr) cudaFree(ws);
   if (!ok) return false;
   const double bytes = 2.0 * dc.num_seqs * static_cast<double>(dc.context) * dc.num_kv_heads * kHeadDim *
                        sizeof(__nv_bfloat16);
@@ -170,23 +155,13 @@ bool DecodeBandwidth(const DecodeCase& dc, double copy_gbps, cudaStream_t stream
 }
 
 int Main() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
-    std::printf("device 0: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
-                prop.multiProcessorCount);
-  }
+  if (gpu_check::DeviceCountOrSkip() == 0) return gpu_check::kExitSkip;
+  gpu_check::PrintDevice(0, /*with_sms=*/true);
   std::printf("paged decode: head_dim 128, bf16, block_size 16, shuffled blocks; "
               "median of %d after %d warm-up\n",
               kIters, kWarmup);
   cudaStream_t stream;
-  if (cudaStreamCreate(&stream) != cudaSuccess) return 1;
+  if (cudaStreamCreate(&stream) != cudaSuccess) return gpu_check::kExitFail;
   std::printf("%-34s %10s %9s %8s\n", "case", "us", "GB/s", "% copy");
   double copy_gbps = 0;
   bool ok = CopyBandwidth(stream, &copy_gbps);
@@ -194,7 +169,7 @@ int Main() {
       {64, 1024, 32, 32}, {64, 1024, 32, 8}, {64, 4096, 32, 32}, {64, 4096, 32, 8}};
   for (const DecodeCase& dc : cases) ok = ok && DecodeBandwidth(dc, copy_gbps, stream);
   cudaStreamDestroy(stream);
-  return ok ? 0 : 1;
+  return ok ? gpu_check::kExitPass : gpu_check::kExitFail;
 }
 
 }  // namespace

@@ -9,8 +9,6 @@
 // a kernel reading what it must not produces NaN (or faults) and fails.
 // Prints one PASS/FAIL line per case, then a summary.
 // Exit: 0 all passed, 1 any failure, 77 no CUDA device (ctest: skipped).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -28,41 +26,20 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_views.h"
 #include "kernels/cuda/attention.cuh"
+#include "tests/gpu/gpu_check_util.h"
 
 namespace folio::kernels {
 namespace {
 
-int g_passed = 0;
-int g_failed = 0;
+using gpu_check::DeviceArray;
+using gpu_check::FastUniform;
+using gpu_check::FromFloat;
+using gpu_check::Report;
+using gpu_check::ToFloat;
+
 int g_sms = 0;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-#define CHECK_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    cudaError_t err_ = (expr);                                                             \
-    if (err_ != cudaSuccess) {                                                             \
-      std::printf("FAIL %s: %s -> %s\n", name.c_str(), #expr, cudaGetErrorString(err_));   \
-      ++g_failed;                                                                          \
-      return;                                                                              \
-    }                                                                                      \
-  } while (0)
-
-void Report(const std::string& name, bool ok, const std::string& detail) {
-  std::printf("%s %s %s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.c_str());
-  ++(ok ? g_passed : g_failed);
-}
-
-template <typename T>
-float ToFloat(T x);
-template <> float ToFloat<float>(float x) { return x; }
-template <> float ToFloat<__half>(__half x) { return __half2float(x); }
-template <> float ToFloat<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T>
-T FromFloat(float x);
-template <> float FromFloat<float>(float x) { return x; }
-template <> __half FromFloat<__half>(float x) { return __float2half_rn(x); }
-template <> __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 const char* DtypeName(CacheDtype d) {
   return d == CacheDtype::kFloat32 ? "fp32" : d == CacheDtype::kFloat16 ? "fp16" : "bf16";
@@ -106,24 +83,6 @@ struct Case {
   }
 };
 
-// Device buffers freed on scope exit.
-struct DeviceBuffers {
-  std::vector<void*> ptrs;
-  ~DeviceBuffers() {
-    for (void* p : ptrs) cudaFree(p);
-  }
-  template <typename X>
-  cudaError_t Upload(const std::vector<X>& host, X** dev) {
-    *dev = nullptr;
-    const size_t bytes = std::max<size_t>(host.size() * sizeof(X), 16);
-    cudaError_t err = cudaMalloc(reinterpret_cast<void**>(dev), bytes);
-    if (err != cudaSuccess) return err;
-    ptrs.push_back(*dev);
-    if (host.empty()) return cudaSuccess;
-    return cudaMemcpy(*dev, host.data(), host.size() * sizeof(X), cudaMemcpyHostToDevice);
-  }
-};
-
 // Max |got - want| over max |want| (at least 1e-3), NaN/Inf -> infinity;
 // rows of `skip` (not written by contract) must still be NaN.
 struct Errors {
@@ -154,17 +113,6 @@ Errors Compare(const std::vector<float>& got, const std::vector<float>& want,
   e.nmse = sq_ref > 0 ? sq_diff / sq_ref : sq_diff;
   return e;
 }
-
-// Uniform floats in [-1, 1) from a 64-bit LCG: the caches have tens of
-// millions of elements, and mt19937 + uniform_real_distribution would
-// dominate the run time.
-struct FastUniform {
-  uint64_t state;
-  float operator()() {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<float>(state >> 40) * 0x1p-23f - 1.0f;
-  }
-};
 
 template <typename T>
 void RunCase(const Case& c) {
@@ -249,42 +197,43 @@ void RunCase(const Case& c) {
   }
 
   // GPU.
-  DeviceBuffers dev;
-  T *dk = nullptr, *dv = nullptr;
-  int32_t *dtable = nullptr, *dctx = nullptr, *dqs = nullptr;
-  float *dq = nullptr, *dout = nullptr;
-  CHECK_CUDA(dev.Upload(k_pool, &dk));
-  CHECK_CUDA(dev.Upload(v_pool, &dv));
-  CHECK_CUDA(dev.Upload(table, &dtable));
-  CHECK_CUDA(dev.Upload(c.context_lens, &dctx));
-  CHECK_CUDA(dev.Upload(q, &dq));
-  CHECK_CUDA(dev.Upload(std::vector<float>(q.size(), kNaN), &dout));
-  const gpu::GpuPagedKvLayer kv{dk, dv, c.dtype, num_blocks, c.num_kv_heads, bs, hd};
-  const BlockTables dev_tables{dtable, n, max_blocks};
+  DeviceArray<T> dk, dv;
+  DeviceArray<int32_t> dtable, dctx, dqs;
+  DeviceArray<float> dq, dout;
+  DeviceArray<uint8_t> dws;
+  CHECK_CUDA(dk.AllocAndUpload(k_pool));
+  CHECK_CUDA(dv.AllocAndUpload(v_pool));
+  CHECK_CUDA(dtable.AllocAndUpload(table));
+  CHECK_CUDA(dctx.AllocAndUpload(c.context_lens));
+  CHECK_CUDA(dq.AllocAndUpload(q));
+  CHECK_CUDA(dout.AllocAndUpload(std::vector<float>(q.size(), kNaN)));
+  const gpu::GpuPagedKvLayer kv{dk.data(), dv.data(), c.dtype, num_blocks, c.num_kv_heads, bs, hd};
+  const BlockTables dev_tables{dtable.data(), n, max_blocks};
   std::string detail;
   if (c.prefill()) {
-    CHECK_CUDA(dev.Upload(query_start, &dqs));
+    CHECK_CUDA(dqs.AllocAndUpload(query_start));
     const int32_t max_q = *std::max_element(c.query_lens.begin(), c.query_lens.end());
-    CHECK_CUDA(gpu::PagedAttentionPrefill(dq, kv, dev_tables, dqs, dctx, n, max_q,
-                                          c.num_heads(), scale, dout, nullptr));
+    CHECK_CUDA(gpu::PagedAttentionPrefill(dq.data(), kv, dev_tables, dqs.data(), dctx.data(), n,
+                                          max_q, c.num_heads(), scale, dout.data(), nullptr));
   } else {
     const int32_t max_ctx = *std::max_element(c.context_lens.begin(), c.context_lens.end());
     const size_t ws_bytes = gpu::PagedAttentionDecodeWorkspaceBytes(
         n, c.num_heads(), hd, max_ctx, c.partition_tokens);
     void* ws = nullptr;
     if (ws_bytes > 0) {
-      CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
-      dev.ptrs.push_back(ws);
+      CHECK_CUDA(dws.Alloc(ws_bytes));
+      ws = dws.data();
     }
-    CHECK_CUDA(gpu::PagedAttentionDecode(dq, kv, dev_tables, dctx, max_ctx, c.num_heads(), scale,
-                                         ws, ws_bytes, dout, nullptr, c.partition_tokens));
+    CHECK_CUDA(gpu::PagedAttentionDecode(dq.data(), kv, dev_tables, dctx.data(), max_ctx,
+                                         c.num_heads(), scale, ws, ws_bytes, dout.data(), nullptr,
+                                         c.partition_tokens));
     const int32_t slice = gpu::ChooseDecodePartition(n, c.num_heads(), c.num_kv_heads, max_ctx,
                                                      c.partition_tokens, g_sms);
     detail += "slice=" + std::to_string(slice) + " ";
   }
   CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<float> got(q.size());
-  CHECK_CUDA(cudaMemcpy(got.data(), dout, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  std::vector<float> got;
+  CHECK_CUDA(dout.Download(&got));
 
   // Decode and fp32 prefill compute in fp32 from the same values: only the
   // summation order differs. Tensor-core prefill rounds q and P to the cache
@@ -387,19 +336,8 @@ void CheckPartitionChoice() {
 }
 
 int Main() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
-    std::printf("device 0: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
-                prop.multiProcessorCount);
-    g_sms = prop.multiProcessorCount;
-  }
+  if (gpu_check::DeviceCountOrSkip() == 0) return gpu_check::kExitSkip;
+  g_sms = gpu_check::PrintDevice(0, /*with_sms=*/true).multiProcessorCount;
   const auto t0 = std::chrono::steady_clock::now();
   CheckInvalidArgs();
   CheckPartitionChoice();
@@ -473,8 +411,9 @@ int Main() {
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("attention_gpu_check: %d passed, %d failed (%.1f s)\n", g_passed, g_failed, secs);
-  return g_failed == 0 ? 0 : 1;
+  char took[32];
+  std::snprintf(took, sizeof(took), " (%.1f s)", secs);
+  return gpu_check::Summary("attention_gpu_check", took);
 }
 
 }  // namespace

@@ -2,8 +2,6 @@
 // (ggml test-backend-ops style). Standalone: CUDA runtime + std + kernels libs.
 // Prints one PASS/FAIL line per case with its max error, then a summary.
 // Exit: 0 all passed, 1 any failure, 77 no CUDA device (ctest: skipped).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -19,29 +17,16 @@
 #include "kernels/cpu/cache_ops.h"
 #include "kernels/cuda/cache_ops.cuh"
 #include "kernels/kv_cache_view.h"
+#include "tests/gpu/gpu_check_util.h"
 
 namespace folio::kernels {
 namespace {
 
-int g_passed = 0;
-int g_failed = 0;
-
-// Reports a CUDA error as a failed case and bails out of the current check.
-#define CHECK_CUDA(expr)                                                            \
-  do {                                                                              \
-    cudaError_t err_ = (expr);                                                      \
-    if (err_ != cudaSuccess) {                                                      \
-      std::printf("FAIL %s: %s -> %s\n", name.c_str(), #expr, cudaGetErrorString(err_)); \
-      ++g_failed;                                                                   \
-      return;                                                                       \
-    }                                                                               \
-  } while (0)
-
-void Report(const std::string& name, bool ok, double max_err, const std::string& detail = "") {
-  std::printf("%s %s max_err=%g%s%s\n", ok ? "PASS" : "FAIL", name.c_str(), max_err,
-              detail.empty() ? "" : " ", detail.c_str());
-  ++(ok ? g_passed : g_failed);
-}
+using gpu_check::DeviceArray;
+using gpu_check::FillUniform;
+using gpu_check::FromFloat;
+using gpu_check::ReportMaxErr;
+using gpu_check::ToFloat;
 
 using Bytes = std::vector<uint8_t>;
 
@@ -146,19 +131,19 @@ void CheckCopyBlocks(int32_t layers, int64_t blocks, int64_t bytes, std::mt19937
 
   std::string error;
   if (!cpu::CopyBlocks(pool.TwinView(), pairs, &error)) {
-    return Report(name, false, 0, "cpu twin: " + error);
+    return ReportMaxErr(name, false, 0, "cpu twin: " + error);
   }
-  BlockPair* d_pairs = nullptr;
-  CHECK_CUDA(cudaMalloc(&d_pairs, pairs.size() * sizeof(BlockPair)));
-  CHECK_CUDA(cudaMemcpy(d_pairs, pairs.data(), pairs.size() * sizeof(BlockPair),
-                        cudaMemcpyHostToDevice));
-  CHECK_CUDA(gpu::CopyBlocks(pool.GpuView(), d_pairs, int64_t(pairs.size()), nullptr));
-  CHECK_CUDA(cudaDeviceSynchronize());
-  CHECK_CUDA(cudaFree(d_pairs));
+  {
+    DeviceArray<BlockPair> d_pairs;
+    CHECK_CUDA(d_pairs.AllocAndUpload(pairs));
+    CHECK_CUDA(gpu::CopyBlocks(pool.GpuView(), d_pairs.data(), int64_t(pairs.size()), nullptr));
+    CHECK_CUDA(cudaDeviceSynchronize());
+  }
   int64_t mismatches = 0;
   CHECK_CUDA(pool.CountMismatches(&mismatches));
-  Report(name, mismatches == 0, mismatches ? 255 : 0,
-         "pairs=" + std::to_string(pairs.size()) + " bad_bytes=" + std::to_string(mismatches));
+  ReportMaxErr(name, mismatches == 0, mismatches ? 255 : 0,
+               "pairs=" + std::to_string(pairs.size()) +
+                   " bad_bytes=" + std::to_string(mismatches));
 }
 
 // device -> pinned host -> device, each step against the CPU twin.
@@ -193,21 +178,10 @@ void CheckSwap(int32_t layers, int64_t bytes, std::mt19937& rng) {
   CHECK_CUDA(cudaStreamSynchronize(stream));
   CHECK_CUDA(device.CountMismatches(&bad_in));
   CHECK_CUDA(cudaStreamDestroy(stream));
-  Report(name, ok && bad_out == 0 && bad_in == 0, (bad_out || bad_in) ? 255 : 0,
-         "bad_bytes_out=" + std::to_string(bad_out) + " bad_bytes_in=" + std::to_string(bad_in) +
-             (ok ? "" : " cpu twin: " + error));
+  ReportMaxErr(name, ok && bad_out == 0 && bad_in == 0, (bad_out || bad_in) ? 255 : 0,
+               "bad_bytes_out=" + std::to_string(bad_out) +
+                   " bad_bytes_in=" + std::to_string(bad_in) + (ok ? "" : " cpu twin: " + error));
 }
-
-template <typename T>
-float ToFloat(T x);
-template <> float ToFloat<float>(float x) { return x; }
-template <> float ToFloat<__half>(__half x) { return __half2float(x); }
-template <> float ToFloat<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T>
-T FromFloat(float x);
-template <> float FromFloat<float>(float x) { return x; }
-template <> __half FromFloat<__half>(float x) { return __float2half_rn(x); }
-template <> __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 // Storage T against the fp32 CPU twin. Inputs lie in [-1, 1], so rounding
 // to T is off by at most half an ulp of 1: 0 for fp32, 2^-12 fp16, 2^-9 bf16.
@@ -234,8 +208,8 @@ void CheckReshape(CacheDtype dtype, const char* dtype_name, const CacheShape& sh
     v_twin[i] = ToFloat(v_init[i]);
   }
   std::vector<float> key(num_tokens * n), value(num_tokens * n);
-  for (float& x : key) x = uniform(rng);
-  for (float& x : value) x = uniform(rng);
+  FillUniform(key, -1.f, 1.f, rng);
+  FillUniform(value, -1.f, 1.f, rng);
   std::vector<int64_t> slots = DistinctBlocks(num_tokens, num_blocks * shape.block_size, rng);
   for (int64_t t = 1; t < num_tokens; t += 5) slots[t] = kSkipSlot;
 
@@ -244,33 +218,26 @@ void CheckReshape(CacheDtype dtype, const char* dtype_name, const CacheShape& sh
                          BlockElems(shape) * int64_t{sizeof(float)}};
   if (!cpu::ReshapeAndCache(key.data(), value.data(), slots.data(), num_tokens, shape, twin,
                             &error)) {
-    return Report(name, false, 0, "cpu twin: " + error);
+    return ReportMaxErr(name, false, 0, "cpu twin: " + error);
   }
 
-  T *dk = nullptr, *dv = nullptr;
-  float *dkey = nullptr, *dvalue = nullptr;
-  int64_t* dslots = nullptr;
-  CHECK_CUDA(cudaMalloc(&dk, elems * sizeof(T)));
-  CHECK_CUDA(cudaMalloc(&dv, elems * sizeof(T)));
-  CHECK_CUDA(cudaMalloc(&dkey, key.size() * sizeof(float)));
-  CHECK_CUDA(cudaMalloc(&dvalue, value.size() * sizeof(float)));
-  CHECK_CUDA(cudaMalloc(&dslots, slots.size() * sizeof(int64_t)));
-  CHECK_CUDA(cudaMemcpy(dk, k_init.data(), elems * sizeof(T), cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(dv, v_init.data(), elems * sizeof(T), cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(dkey, key.data(), key.size() * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(dvalue, value.data(), value.size() * sizeof(float),
-                        cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(dslots, slots.data(), slots.size() * sizeof(int64_t),
-                        cudaMemcpyHostToDevice));
-  const KvLayerView layer{dk, dv, num_blocks, BlockElems(shape) * int64_t{sizeof(T)}};
-  CHECK_CUDA(gpu::ReshapeAndCache(dkey, dvalue, dslots, num_tokens, shape, dtype, layer, nullptr));
-  CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<T> k_got(elems), v_got(elems);
-  CHECK_CUDA(cudaMemcpy(k_got.data(), dk, elems * sizeof(T), cudaMemcpyDeviceToHost));
-  CHECK_CUDA(cudaMemcpy(v_got.data(), dv, elems * sizeof(T), cudaMemcpyDeviceToHost));
-  for (void* p : {static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dkey),
-                  static_cast<void*>(dvalue), static_cast<void*>(dslots)}) {
-    CHECK_CUDA(cudaFree(p));
+  std::vector<T> k_got, v_got;
+  {
+    DeviceArray<T> dk, dv;
+    DeviceArray<float> dkey, dvalue;
+    DeviceArray<int64_t> dslots;
+    CHECK_CUDA(dk.AllocAndUpload(k_init));
+    CHECK_CUDA(dv.AllocAndUpload(v_init));
+    CHECK_CUDA(dkey.AllocAndUpload(key));
+    CHECK_CUDA(dvalue.AllocAndUpload(value));
+    CHECK_CUDA(dslots.AllocAndUpload(slots));
+    const KvLayerView layer{dk.data(), dv.data(), num_blocks,
+                            BlockElems(shape) * int64_t{sizeof(T)}};
+    CHECK_CUDA(gpu::ReshapeAndCache(dkey.data(), dvalue.data(), dslots.data(), num_tokens, shape,
+                                    dtype, layer, nullptr));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    CHECK_CUDA(dk.Download(&k_got));
+    CHECK_CUDA(dv.Download(&v_got));
   }
 
   // Written slots within rounding; every other element must be bit-identical.
@@ -287,9 +254,9 @@ void CheckReshape(CacheDtype dtype, const char* dtype_name, const CacheShape& sh
     compare(k_got[i], k_init[i], k_twin[i]);
     compare(v_got[i], v_init[i], v_twin[i]);
   }
-  Report(name, max_err <= tolerance && untouched_changed == 0, max_err,
-         "tol=" + std::to_string(tolerance) +
-             " untouched_changed=" + std::to_string(untouched_changed));
+  ReportMaxErr(name, max_err <= tolerance && untouched_changed == 0, max_err,
+               "tol=" + std::to_string(tolerance) +
+                   " untouched_changed=" + std::to_string(untouched_changed));
 }
 
 void CheckInvalidArgs() {
@@ -302,21 +269,12 @@ void CheckInvalidArgs() {
       gpu::SwapBlocks(empty, empty, {&pair, 1}, nullptr) == cudaErrorInvalidValue &&
       gpu::ReshapeAndCache(nullptr, nullptr, nullptr, 1, shape, CacheDtype::kFloat16,
                            KvLayerView{}, nullptr) == cudaErrorInvalidValue;
-  Report(name, ok, 0);
+  ReportMaxErr(name, ok, 0);
 }
 
 int Run() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
-    std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-  }
+  if (gpu_check::DeviceCountOrSkip() == 0) return gpu_check::kExitSkip;
+  gpu_check::PrintDevice(0);
   std::mt19937 rng(20240601);
 
   CheckInvalidArgs();
@@ -340,8 +298,7 @@ int Run() {
                                   rng);
     }
   }
-  std::printf("cache_ops_gpu_check: %d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return gpu_check::Summary("cache_ops_gpu_check");
 }
 
 }  // namespace

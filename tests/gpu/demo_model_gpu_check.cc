@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/gpu/demo_model_loader.h"
+#include "tests/gpu/gpu_check_util.h"
 #include "worker/cuda/cuda_kv_cache.h"
 #include "worker/cuda/cuda_model.h"
 #include "worker/cuda/memory_profile.h"
@@ -56,17 +57,8 @@ constexpr int32_t kBlockSize = 16;
 constexpr int32_t kDeviceBlocks = 256;
 constexpr int32_t kHostBlocks = 64;
 
-int g_failed = 0;
-
-void Report(const std::string& name, const std::string& failure) {
-  if (failure.empty()) {
-    std::printf("PASS %s\n", name.c_str());
-  } else {
-    std::printf("FAIL %s: %s\n", name.c_str(), failure.c_str());
-    ++g_failed;
-  }
-  std::fflush(stdout);
-}
+// "PASS <name>" or "FAIL <name>: <failure>".
+constexpr auto& Report = gpu_check::ReportFailure;
 
 struct Case {
   std::vector<int32_t> prompt, expected;
@@ -336,10 +328,8 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 }
 
 int Main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP demo_model_gpu_check: no CUDA device\n");
-    return 77;
+  if (gpu_check::DeviceCountOrSkip("SKIP demo_model_gpu_check: no CUDA device") == 0) {
+    return gpu_check::kExitSkip;
   }
   std::string dir = FOLIO_DEMO_MODEL_DIR;
   if (const char* env = std::getenv("FOLIO_DEMO_MODEL"); env != nullptr && *env) dir = env;
@@ -354,7 +344,7 @@ int Main(int argc, char** argv) {
   std::string error;
   if (!LoadDemoModel(dir, &model, &error) || !LoadReference(dir + "/reference.json", &ref, &error)) {
     Report("load", error);
-    return 1;
+    return gpu_check::kExitFail;
   }
   const int32_t total_tokens = ref.max_tokens * int32_t(ref.cases.size());
 
@@ -435,8 +425,9 @@ int Main(int argc, char** argv) {
     Report("ProfileKvBlocks", e);
   }
 
-  std::printf("== demo_model_gpu_check: %s\n", g_failed == 0 ? "all passed" : "FAILED");
-  return g_failed == 0 ? 0 : 1;
+  std::printf("== demo_model_gpu_check: %s\n",
+              gpu_check::ExitCode() == gpu_check::kExitPass ? "all passed" : "FAILED");
+  return gpu_check::ExitCode();
 }
 
 }  // namespace

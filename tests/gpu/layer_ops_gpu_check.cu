@@ -21,60 +21,14 @@
 #include "kernels/cuda/activation.cuh"
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/rope.cuh"
+#include "tests/gpu/gpu_check_util.h"
 
 namespace folio::kernels {
 namespace {
 
-int g_passed = 0;
-int g_failed = 0;
-
-#define CHECK_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    cudaError_t err_ = (expr);                                                             \
-    if (err_ != cudaSuccess) {                                                             \
-      std::printf("FAIL %s: %s -> %s\n", name.c_str(), #expr, cudaGetErrorString(err_)); \
-      ++g_failed;                                                                          \
-      return;                                                                              \
-    }                                                                                      \
-  } while (0)
-
-void Report(const std::string& name, bool ok, double max_err, const std::string& detail = "") {
-  std::printf("%s %s max_err=%g%s%s\n", ok ? "PASS" : "FAIL", name.c_str(), max_err,
-              detail.empty() ? "" : " ", detail.c_str());
-  ++(ok ? g_passed : g_failed);
-}
-
-// Device buffer of floats (or ints) with `pad` leading elements, so that
-// data() can be deliberately misaligned for the scalar paths.
-template <typename T>
-struct DeviceArray {
-  T* base = nullptr;
-  size_t pad = 0;
-  size_t size = 0;
-  ~DeviceArray() {
-    if (base != nullptr) cudaFree(base);
-  }
-  cudaError_t Alloc(size_t n, size_t leading = 0) {
-    pad = leading;
-    size = n;
-    return cudaMalloc(&base, (n + leading + 1) * sizeof(T));
-  }
-  T* data() const { return base + pad; }
-  cudaError_t Upload(const std::vector<T>& v) {
-    return cudaMemcpy(data(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
-  }
-  cudaError_t Download(std::vector<T>* v) const {
-    v->resize(size);
-    return cudaMemcpy(v->data(), data(), size * sizeof(T), cudaMemcpyDeviceToHost);
-  }
-};
-
-std::vector<float> Random(size_t n, float mean, float sd, std::mt19937& rng) {
-  std::normal_distribution<float> normal(mean, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using gpu_check::DeviceArray;
+using gpu_check::RandomNormal;
+using gpu_check::ReportMaxErr;
 
 // max |got - want| / (1 + |want|).
 double MaxRelErr(const std::vector<float>& got, const std::vector<float>& want) {
@@ -92,8 +46,8 @@ constexpr double kTol = 2e-5;
 void CheckRmsNorm(int32_t n, int32_t dim, bool in_place, size_t misalign, std::mt19937& rng) {
   const std::string name = "rms_norm n=" + std::to_string(n) + " dim=" + std::to_string(dim) +
                            (in_place ? " in_place" : "") + (misalign ? " misaligned" : "");
-  const std::vector<float> x = Random(size_t(n) * dim, 0.0f, 2.0f, rng);
-  const std::vector<float> w = Random(dim, 1.0f, 0.2f, rng);
+  const std::vector<float> x = RandomNormal(size_t(n) * dim, 0.0f, 2.0f, rng);
+  const std::vector<float> w = RandomNormal(dim, 1.0f, 0.2f, rng);
   std::vector<float> want(x.size());
   cpu::RmsNorm(x.data(), w.data(), n, dim, 1e-6f, want.data());
   DeviceArray<float> dx, dw, dout;
@@ -108,15 +62,15 @@ void CheckRmsNorm(int32_t n, int32_t dim, bool in_place, size_t misalign, std::m
   std::vector<float> got;
   CHECK_CUDA((in_place ? dx : dout).Download(&got));
   const double err = MaxRelErr(got, want);
-  Report(name, err <= kTol, err);
+  ReportMaxErr(name, err <= kTol, err);
 }
 
 void CheckFusedAddRmsNorm(int32_t n, int32_t dim, size_t misalign, std::mt19937& rng) {
   const std::string name = "fused_add_rms_norm n=" + std::to_string(n) +
                            " dim=" + std::to_string(dim) + (misalign ? " misaligned" : "");
-  std::vector<float> x = Random(size_t(n) * dim, 0.0f, 1.0f, rng);
-  std::vector<float> res = Random(x.size(), 0.0f, 3.0f, rng);
-  const std::vector<float> w = Random(dim, 1.0f, 0.2f, rng);
+  std::vector<float> x = RandomNormal(size_t(n) * dim, 0.0f, 1.0f, rng);
+  std::vector<float> res = RandomNormal(x.size(), 0.0f, 3.0f, rng);
+  const std::vector<float> w = RandomNormal(dim, 1.0f, 0.2f, rng);
   DeviceArray<float> dx, dr, dw;
   CHECK_CUDA(dx.Alloc(x.size(), misalign));
   CHECK_CUDA(dr.Alloc(x.size()));
@@ -131,8 +85,8 @@ void CheckFusedAddRmsNorm(int32_t n, int32_t dim, size_t misalign, std::mt19937&
   CHECK_CUDA(dx.Download(&gx));
   CHECK_CUDA(dr.Download(&gr));
   const double ex = MaxRelErr(gx, x), er = MaxRelErr(gr, res);
-  Report(name, ex <= kTol && er <= kTol, std::max(ex, er),
-         "x_err=" + std::to_string(ex) + " residual_err=" + std::to_string(er));
+  ReportMaxErr(name, ex <= kTol && er <= kTol, std::max(ex, er),
+               "x_err=" + std::to_string(ex) + " residual_err=" + std::to_string(er));
 }
 
 void CheckRope(int32_t head_dim, float theta, std::optional<cpu::Llama3RopeScaling> scaling,
@@ -153,12 +107,14 @@ void CheckRope(int32_t head_dim, float theta, std::optional<cpu::Llama3RopeScali
   for (int32_t t = 0, b = 0; t < num_tokens; t += 5, ++b) positions[t] = bad[b % 5];
   if (num_tokens > 1) positions[1] = max_position - 1;
 
-  std::vector<float> q = Random(size_t(num_tokens) * num_heads * head_dim, 0.0f, 1.0f, rng);
-  std::vector<float> k = Random(size_t(num_tokens) * num_kv_heads * head_dim, 0.0f, 1.0f, rng);
+  std::vector<float> q =
+      RandomNormal(size_t(num_tokens) * num_heads * head_dim, 0.0f, 1.0f, rng);
+  std::vector<float> k =
+      RandomNormal(size_t(num_tokens) * num_kv_heads * head_dim, 0.0f, 1.0f, rng);
   DeviceArray<float> dtable, dq, dk;
   DeviceArray<int32_t> dpos;
   CHECK_CUDA(dtable.Alloc(size_t(max_position) * head_dim));
-  CHECK_CUDA(cudaMemcpy(dtable.data(), rope.Cos(0), dtable.size * sizeof(float),
+  CHECK_CUDA(cudaMemcpy(dtable.data(), rope.Cos(0), dtable.bytes(),
                         cudaMemcpyHostToDevice));
   CHECK_CUDA(dpos.Alloc(positions.size()));
   CHECK_CUDA(dpos.Upload(positions));
@@ -179,13 +135,13 @@ void CheckRope(int32_t head_dim, float theta, std::optional<cpu::Llama3RopeScali
   CHECK_CUDA(dq.Download(&gq));
   CHECK_CUDA(dk.Download(&gk));
   const double eq = MaxRelErr(gq, q), ek = MaxRelErr(gk, k);
-  Report(name, eq <= kTol && ek <= kTol, std::max(eq, ek));
+  ReportMaxErr(name, eq <= kTol && ek <= kTol, std::max(eq, ek));
 }
 
 void CheckSiluAndMul(int32_t n, int32_t d, size_t misalign, std::mt19937& rng) {
   const std::string name = "silu_and_mul n=" + std::to_string(n) + " d=" + std::to_string(d) +
                            (misalign ? " misaligned" : "");
-  std::vector<float> gu = Random(size_t(n) * 2 * d, 0.0f, 3.0f, rng);
+  std::vector<float> gu = RandomNormal(size_t(n) * 2 * d, 0.0f, 3.0f, rng);
   if (!gu.empty()) {
     gu[0] = -100.0f;  // exp overflow territory: silu -> -0
     gu[gu.size() / 2] = 95.0f;
@@ -201,7 +157,7 @@ void CheckSiluAndMul(int32_t n, int32_t d, size_t misalign, std::mt19937& rng) {
   std::vector<float> got;
   CHECK_CUDA(dout.Download(&got));
   const double err = MaxRelErr(got, want);
-  Report(name, err <= kTol, err);
+  ReportMaxErr(name, err <= kTol, err);
 }
 
 void CheckInvalidArgs() {
@@ -224,21 +180,12 @@ void CheckInvalidArgs() {
       gpu::SiluAndMul(p, 2, 0, p + 64, nullptr) == cudaErrorInvalidValue &&
       gpu::SiluAndMul(nullptr, 2, 4, p, nullptr) == cudaErrorInvalidValue &&
       gpu::SiluAndMul(p, 2, 4, p + 4, nullptr) == cudaErrorInvalidValue;  // overlap
-  Report(name, ok, 0);
+  ReportMaxErr(name, ok, 0);
 }
 
 int Run() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
-    std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-  }
+  if (gpu_check::DeviceCountOrSkip() == 0) return gpu_check::kExitSkip;
+  gpu_check::PrintDevice(0);
   std::mt19937 rng(20240602);
   CheckInvalidArgs();
 
@@ -266,8 +213,7 @@ int Run() {
   CheckSiluAndMul(1, 8192, /*misalign=*/1, rng);
   CheckSiluAndMul(600, 512, 0, rng);
 
-  std::printf("layer_ops_gpu_check: %d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return gpu_check::Summary("layer_ops_gpu_check");
 }
 
 }  // namespace

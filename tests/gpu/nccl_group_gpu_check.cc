@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/gpu/gpu_check_util.h"
 #include "worker/nccl_group.h"
 
 namespace folio {
@@ -36,19 +37,8 @@ namespace {
 using Code = NcclGroup::Status::Code;
 using std::chrono::milliseconds;
 
-int g_passed = 0;
-int g_failed = 0;
-
-void Report(const std::string& name, const std::string& failure) {
-  if (failure.empty()) {
-    std::printf("PASS %s\n", name.c_str());
-    ++g_passed;
-  } else {
-    std::printf("FAIL %s: %s\n", name.c_str(), failure.c_str());
-    ++g_failed;
-  }
-  std::fflush(stdout);
-}
+// "PASS <name>" or "FAIL <name>: <failure>".
+constexpr auto& Report = gpu_check::ReportFailure;
 
 const char* CodeName(Code c) {
   switch (c) {
@@ -330,22 +320,12 @@ void CheckSilentPeer() {
 }
 
 int Run() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    return 77;
-  }
+  const int count = gpu_check::DeviceCountOrSkip();
+  if (count == 0) return gpu_check::kExitSkip;
   int version = 0;
   ncclGetVersion(&version);
   std::printf("NCCL %d, %d CUDA device(s)\n", version, count);
-  for (int d = 0; d < count; ++d) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess) {
-      std::printf("device %d: %s (sm_%d%d)\n", d, prop.name, prop.major, prop.minor);
-    }
-  }
+  for (int d = 0; d < count; ++d) gpu_check::PrintDevice(d);
   std::fflush(stdout);
 
   // A hang must not eat the GPU machine's time: fail the whole check instead.
@@ -365,8 +345,7 @@ int Run() {
     std::printf("(1 GPU: the multi-rank cases need 2+ GPUs and were not run)\n");
   }
   CheckJoinTimeout();  // last: NCCL may leave bootstrap threads of the aborted init behind
-  std::printf("nccl_group_gpu_check: %d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return gpu_check::Summary("nccl_group_gpu_check");
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 
 #include "kernels/cpu/sampling.h"
 #include "kernels/cuda/sampling.cuh"
+#include "tests/gpu/gpu_check_util.h"
 
 namespace folio::kernels {
 namespace {
@@ -32,42 +33,8 @@ using cpu::SamplingMode;
 using cpu::SamplingRowParams;
 using cpu::ScoredToken;
 
-int g_passed = 0;
-int g_failed = 0;
-
-#define CHECK_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    cudaError_t err_ = (expr);                                                             \
-    if (err_ != cudaSuccess) {                                                             \
-      std::printf("FAIL %s: %s -> %s\n", name.c_str(), #expr, cudaGetErrorString(err_)); \
-      ++g_failed;                                                                          \
-      return;                                                                              \
-    }                                                                                      \
-  } while (0)
-
-void Report(const std::string& name, bool ok, const std::string& detail) {
-  std::printf("%s %s %s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.c_str());
-  ++(ok ? g_passed : g_failed);
-}
-
-struct DeviceMem {
-  void* p = nullptr;
-  ~DeviceMem() {
-    if (p != nullptr) cudaFree(p);
-  }
-  cudaError_t Alloc(size_t bytes) { return cudaMalloc(&p, std::max<size_t>(bytes, 1)); }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
-
-template <typename T>
-cudaError_t Upload(DeviceMem* m, const std::vector<T>& v) {
-  cudaError_t err = m->Alloc(v.size() * sizeof(T));
-  if (err != cudaSuccess || v.empty()) return err;
-  return cudaMemcpy(m->p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
-}
+using gpu_check::DeviceArray;
+using gpu_check::Report;
 
 // One row of a batch with the storage its params' spans borrow.
 struct Row {
@@ -97,15 +64,19 @@ void RunGpu(const std::string& name, const std::vector<Row>& rows, int32_t vocab
   const int32_t total = batch.num_samples();
   const int32_t max_top = batch.max_top;
 
-  DeviceMem d_logits, d_rows, d_history, d_keys, d_tokens, d_logprobs, d_top_ids, d_top_lp, d_ws;
-  CHECK_CUDA(Upload(&d_logits, logits));
-  CHECK_CUDA(Upload(&d_rows, batch.rows));
-  CHECK_CUDA(Upload(&d_history, batch.history));
-  CHECK_CUDA(Upload(&d_keys, batch.keys));
-  CHECK_CUDA(d_tokens.Alloc(sizeof(int32_t) * total));
-  CHECK_CUDA(d_logprobs.Alloc(sizeof(float) * total));
-  CHECK_CUDA(d_top_ids.Alloc(sizeof(int32_t) * n_rows * max_top));
-  CHECK_CUDA(d_top_lp.Alloc(sizeof(float) * n_rows * max_top));
+  DeviceArray<float> d_logits, d_logprobs, d_top_lp;
+  DeviceArray<gpu::GpuSamplingRow> d_rows;
+  DeviceArray<int32_t> d_history, d_tokens, d_top_ids;
+  DeviceArray<uint64_t> d_keys;
+  DeviceArray<uint8_t> d_ws;
+  CHECK_CUDA(d_logits.AllocAndUpload(logits));
+  CHECK_CUDA(d_rows.AllocAndUpload(batch.rows));
+  CHECK_CUDA(d_history.AllocAndUpload(batch.history));
+  CHECK_CUDA(d_keys.AllocAndUpload(batch.keys));
+  CHECK_CUDA(d_tokens.Alloc(total));
+  CHECK_CUDA(d_logprobs.Alloc(total));
+  CHECK_CUDA(d_top_ids.Alloc(size_t(n_rows) * max_top));
+  CHECK_CUDA(d_top_lp.Alloc(size_t(n_rows) * max_top));
   const size_t ws_bytes = gpu::SamplingWorkspaceBytes(n_rows, vocab);
   if (ws_bytes == 0) {
     Report(name, false, "SamplingWorkspaceBytes returned 0");
@@ -113,28 +84,28 @@ void RunGpu(const std::string& name, const std::vector<Row>& rows, int32_t vocab
   }
   CHECK_CUDA(d_ws.Alloc(ws_bytes));
   // Poison the outputs: every slot must be written.
-  CHECK_CUDA(cudaMemset(d_tokens.p, 0x7f, sizeof(int32_t) * total));
-  CHECK_CUDA(cudaMemset(d_top_ids.p, 0x7f, sizeof(int32_t) * n_rows * max_top));
+  CHECK_CUDA(cudaMemset(d_tokens.data(), 0x7f, d_tokens.bytes()));
+  CHECK_CUDA(cudaMemset(d_top_ids.data(), 0x7f, d_top_ids.bytes()));
 
   gpu::GpuSamplingInputs in;
-  in.logits = d_logits.as<float>();
+  in.logits = d_logits.data();
   in.vocab = vocab;
   in.rows = batch.rows;
-  in.rows_dev = d_rows.as<gpu::GpuSamplingRow>();
-  in.history_dev = d_history.as<int32_t>();
+  in.rows_dev = d_rows.data();
+  in.history_dev = d_history.data();
   in.history_size = static_cast<int64_t>(batch.history.size());
-  in.keys_dev = d_keys.as<uint64_t>();
+  in.keys_dev = d_keys.data();
   in.num_samples = total;
   gpu::GpuSamplingOutputs out;
-  out.tokens = d_tokens.as<int32_t>();
-  out.logprobs = d_logprobs.as<float>();
-  out.top_ids = d_top_ids.as<int32_t>();
-  out.top_logprobs = d_top_lp.as<float>();
+  out.tokens = d_tokens.data();
+  out.logprobs = d_logprobs.data();
+  out.top_ids = d_top_ids.data();
+  out.top_logprobs = d_top_lp.data();
   out.max_top = max_top;
 
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
-  CHECK_CUDA(gpu::SampleRows(in, d_ws.p, ws_bytes, out, stream));
+  CHECK_CUDA(gpu::SampleRows(in, d_ws.data(), ws_bytes, out, stream));
   std::vector<int32_t> tokens(total), top_ids(size_t(n_rows) * max_top);
   std::vector<float> lps(total), top_lps(size_t(n_rows) * max_top);
   CHECK_CUDA(gpu::CopySamplingOutputsToHost(out, n_rows, total, tokens.data(), lps.data(),
@@ -516,17 +487,8 @@ void CheckInvalidArgs() {
 }
 
 int Run() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("SKIPPED: no CUDA device (%s)\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
-    std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-  }
+  if (gpu_check::DeviceCountOrSkip() == 0) return gpu_check::kExitSkip;
+  gpu_check::PrintDevice(0);
   std::mt19937 rng(20240603);
   CheckInvalidArgs();
 
@@ -550,8 +512,7 @@ int Run() {
   std::printf("sampling_gpu_check: greedy identical %lld/%lld, sampled identical %lld/%lld\n",
               static_cast<long long>(total.greedy_same), static_cast<long long>(total.greedy),
               static_cast<long long>(total.drawn_same), static_cast<long long>(total.drawn));
-  std::printf("sampling_gpu_check: %d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return gpu_check::Summary("sampling_gpu_check");
 }
 
 }  // namespace
