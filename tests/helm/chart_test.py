@@ -268,6 +268,9 @@ class GpuTp4(unittest.TestCase):
         cm = self.objs[("ConfigMap", f"{RELEASE}-folio-engine")]
         self.assertEqual(cm["data"]["FOLIO_TENSOR_PARALLEL_SIZE"], "4")
         self.assertEqual(cm["data"]["FOLIO_DEVICE"], "cuda")
+        # The KV cache comes from each worker's memory profile.
+        self.assertEqual(cm["data"]["FOLIO_KV_CACHE_MB"], "-1")
+        self.assertEqual(cm["data"]["FOLIO_GPU_MEMORY_UTILIZATION"], "0.9")
         workers = cm["data"]["FOLIO_WORKERS"].split(",")
         self.assertEqual(workers, [
             f"{RELEASE}-folio-worker-{r}.{RELEASE}-folio-worker-headless.{NAMESPACE}.svc:50061"
@@ -487,6 +490,9 @@ class SchemaRejects(unittest.TestCase):
         ["--set", "tensorParallelSize=two"],
         ["--set", "engine.device=tpu"],
         ["--set", "engine.blockSize=12"],
+        ["--set", "engine.kvCacheMb=-2"],
+        ["--set", "engine.gpuMemoryUtilization=0"],
+        ["--set", "engine.gpuMemoryUtilization=1.5"],
         ["--set", "engine.preemptionMode=sometimes"],
         ["--set", "model.source=s3"],
         ["--set", "model.source=image"],  # without model.image.repository
