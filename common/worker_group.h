@@ -10,7 +10,12 @@ namespace folio {
 // plan goes to all ranks, rank 0's samples come back. Implemented over gRPC
 // (scheduler/server/remote_worker_group.h) and in process (tests, `folio run`).
 //
-// Thread-compatible: the engine loop calls Execute() from one thread.
+// A step can also be split in two, Begin (send the plan) then Wait (its
+// result), so the engine streams the previous step's outputs to clients
+// while the workers compute. Groups that cannot overlap (in process) run the
+// plan inside Wait.
+//
+// Thread-compatible: the engine loop calls these from one thread.
 class WorkerGroup {
  public:
   virtual ~WorkerGroup() = default;
@@ -18,6 +23,22 @@ class WorkerGroup {
   // Runs one plan on every rank. An error means the group is broken (a rank
   // died, timed out or failed the step); the engine stops using it.
   virtual absl::StatusOr<StepResult> Execute(const StepPlan& plan) = 0;
+
+  // Starts `plan` on every rank; Wait() returns its result. REQUIRES: no
+  // step begun and not yet waited for; `plan` outlives the Wait() call.
+  virtual absl::Status Begin(const StepPlan& plan) {
+    begun_ = &plan;
+    return absl::OkStatus();
+  }
+  // The result of the plan of the last Begin(). REQUIRES: Begin() succeeded.
+  virtual absl::StatusOr<StepResult> Wait() {
+    const StepPlan* plan = begun_;
+    begun_ = nullptr;
+    return Execute(*plan);
+  }
+
+ private:
+  const StepPlan* begun_ = nullptr;  // for the default Begin/Wait
 };
 
 }  // namespace folio

@@ -104,13 +104,47 @@ bool Engine::Abort(const std::string& request_id) {
   return true;
 }
 
+// One step is pipelined with the delivery of the previous one's outputs:
+// schedule step N+1, send its plan, then detokenize and stream step N's
+// outputs to the clients while the workers compute, then wait for N+1. The
+// engine's per-token work (stop strings, text, protos, gRPC writes) thus
+// leaves the workers' critical path, as vLLM's V1 engine overlaps output
+// processing with the model. Scheduling N+1 needs only N's sampled tokens,
+// which Update(N) has applied. Stop strings found while delivering N abort
+// their requests after step N+1 (which ran one step too far for them; its
+// tokens are dropped with the finished stream).
 void Engine::Loop() {
   SchedulerMetrics* const metrics = options_.metrics;
-  while (TakeWork()) {
+  std::vector<RequestOutput> pending;  // step N's outputs, not yet delivered
+  int64_t pending_ns = 0;
+  std::vector<RequestId> stopped;  // stop strings met while delivering
+  auto deliver_pending = [&] {
+    for (const RequestOutput& output : pending) Deliver(output, pending_ns, &stopped);
+    pending.clear();
+  };
+  auto abort_stopped = [&] {
+    for (RequestId id : stopped) scheduler_->Abort(id);  // false: finished meanwhile
+    stopped.clear();
+  };
+  while (true) {
+    if (!scheduler_->HasUnfinishedRequests()) {
+      // No next step to overlap with: deliver now (TakeWork may sleep next).
+      deliver_pending();
+      abort_stopped();
+      if (metrics != nullptr) metrics->Flush(/*force=*/true);
+      PublishSnapshot();
+    }
+    if (!TakeWork()) break;
     if (!scheduler_->HasUnfinishedRequests()) continue;
     const int64_t start_ns = metrics != nullptr ? NowNanos() : 0;
     const StepPlan plan = scheduler_->Schedule();
-    absl::StatusOr<StepResult> result = workers_->Execute(plan);
+    if (absl::Status s = workers_->Begin(plan); !s.ok()) {
+      deliver_pending();
+      FailAll(absl::Status(s.code(), absl::StrCat("worker step failed: ", s.message())));
+      return;
+    }
+    deliver_pending();  // overlaps the workers' forward pass
+    absl::StatusOr<StepResult> result = workers_->Wait();
     if (!result.ok()) {
       FailAll(absl::Status(result.status().code(),
                            absl::StrCat("worker step failed: ", result.status().message())));
@@ -121,16 +155,19 @@ void Engine::Loop() {
       FailAll(outputs.status());
       return;
     }
-    int64_t now_ns = 0;
+    abort_stopped();
+    pending_ns = NowNanos();
     if (metrics != nullptr) {
-      now_ns = NowNanos();
-      metrics->RecordStep(*scheduler_, plan.num_scheduled_tokens, (now_ns - start_ns) * kNanos);
+      metrics->RecordStep(*scheduler_, plan.num_scheduled_tokens,
+                          (pending_ns - start_ns) * kNanos);
       RecordScheduled(plan, start_ns);
     }
-    for (const RequestOutput& output : *outputs) Deliver(output, now_ns);
-    if (metrics != nullptr) metrics->Flush(/*force=*/!scheduler_->HasUnfinishedRequests());
+    pending = std::move(*outputs);
+    if (metrics != nullptr) metrics->Flush(/*force=*/false);
     PublishSnapshot();
   }
+  deliver_pending();
+  abort_stopped();
   PublishSnapshot();
 }
 
@@ -204,16 +241,17 @@ void Engine::RecordOutput(RequestStream& stream, const RequestOutput& output, in
   }
 }
 
-void Engine::Deliver(const RequestOutput& output, int64_t now_ns) {
+void Engine::Deliver(const RequestOutput& output, int64_t now_ns,
+                     std::vector<RequestId>* stopped) {
   auto it = streams_.find(output.request_id);
   if (it == streams_.end()) return;
   RequestStream& stream = *it->second;
   bool stop_request = false;
   std::vector<v1::GenerateResponse> messages = stream.Consume(output, &stop_request);
   if (options_.metrics != nullptr) RecordOutput(stream, output, now_ns);
-  // Stop strings ended every sequence: free the blocks now; the request's
-  // last (empty) output then completes the stream.
-  if (stop_request) scheduler_->Abort(output.request_id);
+  // Stop strings ended every sequence: the caller frees the blocks once the
+  // step in flight is back; the stream is finished already.
+  if (stop_request) stopped->push_back(output.request_id);
   std::shared_ptr<GenerateSink> sink;
   {
     std::lock_guard<std::mutex> lock(mu_);

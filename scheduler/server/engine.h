@@ -122,7 +122,9 @@ class Engine {
   bool TakeWork();
   void Admit(Submitted submitted);
   // `now_ns`: the end of the step that made it (steady clock), for metrics.
-  void Deliver(const RequestOutput& output, int64_t now_ns);
+  // Requests whose stop strings ended every sequence are added to *stopped
+  // for the caller to abort in the scheduler.
+  void Deliver(const RequestOutput& output, int64_t now_ns, std::vector<RequestId>* stopped);
   // Metrics: the queue time of requests this plan schedules for the first
   // time, and the latencies an output completes.
   void RecordScheduled(const StepPlan& plan, int64_t start_ns);

@@ -190,13 +190,19 @@ absl::Status RemoteWorkerGroup::BrokenStream(size_t r, Op op) {
 }
 
 absl::StatusOr<StepResult> RemoteWorkerGroup::Execute(const StepPlan& plan) {
+  if (absl::Status s = Begin(plan); !s.ok()) return s;
+  return Wait();
+}
+
+absl::Status RemoteWorkerGroup::Begin(const StepPlan& plan) {
   if (shut_down_) return absl::FailedPreconditionError("the worker group is shut down");
   if (!broken_.ok()) return broken_;
+  if (step_in_flight_) return absl::FailedPreconditionError("a step is in flight already");
   v1::StepPlan proto;
   ToProto(plan, &proto);
-
   // Every rank's write and read in flight at once; gRPC serializes the plan
-  // once per Write, which is cheap next to a network hop.
+  // once per Write (the message is copied, so `proto` may go), which is
+  // cheap next to a network hop.
   for (size_t r = 0; r < ranks_.size(); ++r) {
     Rank& rank = ranks_[r];
     rank.reply.Clear();
@@ -204,7 +210,18 @@ absl::StatusOr<StepResult> RemoteWorkerGroup::Execute(const StepPlan& plan) {
     rank.step_stream->Read(&rank.reply, Tag(Op::kRead, r));
     rank.pending = 2;
   }
-  const DrainResult done = Drain(absl::Now() + options_.step_timeout);
+  step_in_flight_ = true;
+  begun_step_id_ = plan.step_id;
+  begun_deadline_ = absl::Now() + options_.step_timeout;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> RemoteWorkerGroup::Wait() {
+  if (!step_in_flight_) return absl::FailedPreconditionError("Wait without Begin");
+  step_in_flight_ = false;
+  StepPlan plan;  // only its id is needed below
+  plan.step_id = begun_step_id_;
+  const DrainResult done = Drain(begun_deadline_);
   if (done.timed_out) {
     broken_ = absl::DeadlineExceededError(
         absl::StrCat("a worker rank did not finish step ", plan.step_id, " within ",

@@ -53,6 +53,10 @@ class RemoteWorkerGroup final : public WorkerGroup {
   ~RemoteWorkerGroup() override;
 
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
+  // Begin writes the plan to every rank and starts the reads; Wait drains
+  // them (the step deadline counts from Begin).
+  absl::Status Begin(const StepPlan& plan) override;
+  absl::StatusOr<StepResult> Wait() override;
 
   // Closes the step streams and asks every rank to exit. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(10));
@@ -106,6 +110,10 @@ class RemoteWorkerGroup final : public WorkerGroup {
   std::string device_name_;
   std::vector<double> forward_seconds_, allreduce_seconds_;
   bool shut_down_ = false;
+  // The step between Begin and Wait.
+  bool step_in_flight_ = false;
+  uint64_t begun_step_id_ = 0;
+  absl::Time begun_deadline_;
   // Set when a stream broke or a step timed out: every later step fails.
   absl::Status broken_;
 };
