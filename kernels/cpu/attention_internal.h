@@ -1,0 +1,492 @@
+// PRIVATE to the CPU attention kernels (kernels/cpu/attention_decode.cc,
+// kernels/cpu/attention_prefill.cc); include it nowhere else. The pieces both
+// kernels share: the SIMD inner loops over head_dim, the key/value sources
+// (paged and contiguous), the per-thread scratch with its online-softmax
+// state, the software prefetch, the generic tile loop (AttendRange), the
+// work-item runner and the driver plumbing. The public API and the
+// algorithm are described in kernels/cpu/attention.h.
+//
+// Everything here was file-local to the single attention.cc before the
+// decode/prefill split and must stay inlinable: small helpers are
+// FOLIO_ALWAYS_INLINE / inline; functions carrying FOLIO_SIMD_CLONES
+// (target_clones, kernels/cpu/vec_math.h) and the templates are `static`,
+// so each including .cc gets its own internal copy, as before the split.
+#ifndef FOLIO_KERNELS_CPU_ATTENTION_INTERNAL_H_
+#define FOLIO_KERNELS_CPU_ATTENTION_INTERNAL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/vec_math.h"
+
+namespace folio::kernels::cpu::attention_internal {
+
+// ---------------------------------------------------------------------------
+// Inner loops over head_dim. Each `#pragma omp simd` loop keeps its
+// accumulators in vector registers; several independent rows per loop give
+// the CPU independent dependency chains (one row alone would be bound by the
+// add latency). `hd` is any positive count; the kernels use multiples of 8.
+
+// s[j] = q . k_j for the 8 rows k_j = k + j * hd.
+FOLIO_ALWAYS_INLINE void Dot8(const float* __restrict q, const float* __restrict k, int32_t hd,
+                              float* __restrict s) {
+  const float* k0 = k;
+  const float* k1 = k0 + hd;
+  const float* k2 = k1 + hd;
+  const float* k3 = k2 + hd;
+  const float* k4 = k3 + hd;
+  const float* k5 = k4 + hd;
+  const float* k6 = k5 + hd;
+  const float* k7 = k6 + hd;
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3, s4, s5, s6, s7)
+  for (int32_t d = 0; d < hd; ++d) {
+    const float x = q[d];
+    s0 += x * k0[d];
+    s1 += x * k1[d];
+    s2 += x * k2[d];
+    s3 += x * k3[d];
+    s4 += x * k4[d];
+    s5 += x * k5[d];
+    s6 += x * k6[d];
+    s7 += x * k7[d];
+  }
+  s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+}
+
+FOLIO_ALWAYS_INLINE void Dot4(const float* __restrict q, const float* __restrict k, int32_t hd,
+                              float* __restrict s) {
+  const float* k0 = k;
+  const float* k1 = k0 + hd;
+  const float* k2 = k1 + hd;
+  const float* k3 = k2 + hd;
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+  for (int32_t d = 0; d < hd; ++d) {
+    const float x = q[d];
+    s0 += x * k0[d];
+    s1 += x * k1[d];
+    s2 += x * k2[d];
+    s3 += x * k3[d];
+  }
+  s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+}
+
+FOLIO_ALWAYS_INLINE float Dot1(const float* __restrict q, const float* __restrict k, int32_t hd) {
+  float s0 = 0;
+#pragma omp simd reduction(+ : s0)
+  for (int32_t d = 0; d < hd; ++d) s0 += q[d] * k[d];
+  return s0;
+}
+
+// acc += sum_j p[j] * v_j for the 8 rows v_j = v + j * hd.
+FOLIO_ALWAYS_INLINE void Axpy8(const float* __restrict p, const float* __restrict v, int32_t hd,
+                               float* __restrict acc) {
+  const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
+  const float p4 = p[4], p5 = p[5], p6 = p[6], p7 = p[7];
+  const float* v0 = v;
+  const float* v1 = v0 + hd;
+  const float* v2 = v1 + hd;
+  const float* v3 = v2 + hd;
+  const float* v4 = v3 + hd;
+  const float* v5 = v4 + hd;
+  const float* v6 = v5 + hd;
+  const float* v7 = v6 + hd;
+#pragma omp simd
+  for (int32_t d = 0; d < hd; ++d) {
+    acc[d] += ((p0 * v0[d] + p1 * v1[d]) + (p2 * v2[d] + p3 * v3[d])) +
+              ((p4 * v4[d] + p5 * v5[d]) + (p6 * v6[d] + p7 * v7[d]));
+  }
+}
+
+FOLIO_ALWAYS_INLINE void Axpy4(const float* __restrict p, const float* __restrict v, int32_t hd,
+                               float* __restrict acc) {
+  const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
+  const float* v0 = v;
+  const float* v1 = v0 + hd;
+  const float* v2 = v1 + hd;
+  const float* v3 = v2 + hd;
+#pragma omp simd
+  for (int32_t d = 0; d < hd; ++d) {
+    acc[d] += (p0 * v0[d] + p1 * v1[d]) + (p2 * v2[d] + p3 * v3[d]);
+  }
+}
+
+FOLIO_ALWAYS_INLINE void Axpy1(float p, const float* __restrict v, int32_t hd,
+                               float* __restrict acc) {
+#pragma omp simd
+  for (int32_t d = 0; d < hd; ++d) acc[d] += p * v[d];
+}
+
+// ---------------------------------------------------------------------------
+// Where the keys and values of one (sequence, KV head) live. Locate(pos, &run)
+// returns the element offset of position pos in K (and V) and sets run to
+// the number of positions stored contiguously from there.
+
+// head_stride: offset from one KV head's rows to the next head's for the
+// same positions (an item may cover several heads).
+struct PagedSource {
+  const float* k;
+  const float* v;
+  const int32_t* table;  // this sequence's block table row
+  int64_t block_stride;  // num_kv_heads * block_size * head_dim
+  int64_t head_offset;   // first kv_head * block_size * head_dim
+  int64_t head_stride;   // block_size * head_dim: a block holds every head
+  int32_t block_size;
+  int32_t hd;
+
+  int64_t Locate(int32_t pos, int32_t* run) const {
+    const int32_t b = pos / block_size;
+    const int32_t o = pos - b * block_size;
+    *run = block_size - o;
+    return table[b] * block_stride + head_offset + int64_t{o} * hd;
+  }
+};
+
+// A contiguous cache is walked in aligned pieces of kContiguousRun
+// positions: one tile-long piece would prefetch a whole tile (32 KiB at
+// head_dim 128) ahead, past what L1 holds; 16-32 measured fastest.
+struct ContiguousSource {
+  static constexpr int32_t kContiguousRun = 32;
+  const float* k;
+  const float* v;
+  int64_t base;         // offset of position 0 of this (sequence, first KV head)
+  int64_t head_stride;  // max_seq_len * head_dim
+  int32_t hd;
+
+  int64_t Locate(int32_t pos, int32_t* run) const {
+    *run = kContiguousRun - pos % kContiguousRun;
+    return base + int64_t{pos} * hd;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// One work item: m query rows that share a KV head, with their online-softmax
+// state. Lives in per-thread scratch, sized once per kernel call.
+
+struct Scratch {
+  Scratch(int32_t max_rows, int32_t hd)
+      : buf(static_cast<size_t>(max_rows) * (2 * hd + kTileTokens + 4)), limit(max_rows) {
+    q = buf.data();
+    acc = q + int64_t{max_rows} * hd;
+    s = acc + int64_t{max_rows} * hd;
+    mx = s + int64_t{max_rows} * kTileTokens;
+    sum = mx + max_rows;
+    tmax = sum + max_rows;
+    alpha = tmax + max_rows;
+  }
+
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  // Starts an item of m rows: running max -inf, running sum 0, acc 0.
+  void Reset(int32_t m, int32_t hd) {
+    std::fill(mx, mx + m, kNegInf);
+    std::fill(sum, sum + m, 0.0f);
+    std::fill(acc, acc + int64_t{m} * hd, 0.0f);
+  }
+
+  std::vector<float> buf;
+  std::vector<int32_t> limit;  // [m] last position each row may attend to
+  float* q;                    // [m][hd] query rows, pre-multiplied by scale
+  float* acc;                  // [m][hd] unnormalized output
+  float* s;                    // [m][kTileTokens] scores, then probabilities
+  float* mx;                   // [m] running max
+  float* sum;                  // [m] running sum of exp(score - mx)
+  float* tmax;                 // [m] tiled prefill: the tile's max
+  float* alpha;                // [m] tiled prefill: rescale of earlier tiles
+};
+
+// Software prefetch spread over the compute of one piece: the piece after
+// the current one (paged blocks sit at unrelated addresses, which the
+// hardware prefetchers only find after a few misses) is requested a few
+// cache lines at a time between the dot products, so that the loads overlap
+// the arithmetic instead of stalling in one burst.
+#ifndef FOLIO_PREFETCH_AHEAD
+#define FOLIO_PREFETCH_AHEAD 1
+#endif
+// Pieces between a piece's prefetch and its use.
+constexpr int32_t kPrefetchAhead = FOLIO_PREFETCH_AHEAD;
+
+class PrefetchCursor {
+ public:
+  // Spreads [p, p + floats) over about `steps` calls of Step().
+  void Reset(const float* p, int64_t floats, int32_t steps) {
+    next_ = reinterpret_cast<const char*>(p);
+    end_ = next_ + floats * int64_t{sizeof(float)};
+    const int64_t lines = (end_ - next_ + kLine - 1) / kLine;
+    per_step_ =
+        static_cast<int32_t>(std::max<int64_t>(1, (lines + steps - 1) / std::max(1, steps)));
+  }
+  void Step() {
+#if defined(__GNUC__)
+    for (int32_t i = 0; i < per_step_ && next_ < end_; ++i, next_ += kLine) {
+      __builtin_prefetch(next_, 0, 2);
+    }
+#endif
+  }
+
+ private:
+  static constexpr int64_t kLine = 64;
+  const char* next_ = nullptr;
+  const char* end_ = nullptr;
+  int32_t per_step_ = 0;
+};
+
+// Copies row r of the item from src (scaled) into the scratch.
+inline void LoadQueryRow(const float* __restrict src, float scale, int32_t hd,
+                         float* __restrict dst) {
+#pragma omp simd
+  for (int32_t d = 0; d < hd; ++d) dst[d] = src[d] * scale;
+}
+
+// out = acc / sum, or zeros for a row that saw no position.
+inline void StoreOutputRow(const float* __restrict acc, float sum, int32_t hd,
+                           float* __restrict out) {
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma omp simd
+  for (int32_t d = 0; d < hd; ++d) out[d] = acc[d] * inv;
+}
+
+// Calls of Dot8/Dot4/Dot1 (or Axpy*) for a piece: the prefetch steps.
+inline int32_t PieceSteps(int32_t m, int32_t run) {
+  return m * (run / 8 + (run % 8) / 4 + run % 4);
+}
+
+// Scores s[r][j] = q_r . k_j for the `run` contiguous key rows at k.
+static FOLIO_SIMD_CLONES void ScoresPiece(const float* q, int32_t m, const float* k, int32_t run,
+                                   int32_t hd, float* s, PrefetchCursor& pf) {
+  int32_t j = 0;
+  for (; j + 8 <= run; j += 8) {
+    for (int32_t r = 0; r < m; ++r) {
+      Dot8(q + int64_t{r} * hd, k + int64_t{j} * hd, hd, s + r * kTileTokens + j);
+      pf.Step();
+    }
+  }
+  for (; j + 4 <= run; j += 4) {
+    for (int32_t r = 0; r < m; ++r) {
+      Dot4(q + int64_t{r} * hd, k + int64_t{j} * hd, hd, s + r * kTileTokens + j);
+      pf.Step();
+    }
+  }
+  for (; j < run; ++j) {
+    for (int32_t r = 0; r < m; ++r) {
+      s[r * kTileTokens + j] = Dot1(q + int64_t{r} * hd, k + int64_t{j} * hd, hd);
+      pf.Step();
+    }
+  }
+}
+
+// acc_r += sum_j p[r][j] * v_j for the `run` contiguous value rows at v.
+static FOLIO_SIMD_CLONES void ValuesPiece(const float* p, int32_t m, const float* v, int32_t run,
+                                   int32_t hd, float* acc, PrefetchCursor& pf) {
+  int32_t j = 0;
+  for (; j + 8 <= run; j += 8) {
+    for (int32_t r = 0; r < m; ++r) {
+      Axpy8(p + r * kTileTokens + j, v + int64_t{j} * hd, hd, acc + int64_t{r} * hd);
+      pf.Step();
+    }
+  }
+  for (; j + 4 <= run; j += 4) {
+    for (int32_t r = 0; r < m; ++r) {
+      Axpy4(p + r * kTileTokens + j, v + int64_t{j} * hd, hd, acc + int64_t{r} * hd);
+      pf.Step();
+    }
+  }
+  for (; j < run; ++j) {
+    for (int32_t r = 0; r < m; ++r) {
+      Axpy1(p[r * kTileTokens + j], v + int64_t{j} * hd, hd, acc + int64_t{r} * hd);
+      pf.Step();
+    }
+  }
+}
+
+// Online softmax over one tile of n positions starting at t0 for row r:
+// masks positions past the row's limit, updates the running max (rescaling
+// sum and acc when it grows) and turns the scores into probabilities.
+static FOLIO_SIMD_CLONES void SoftmaxTileRow(Scratch& sc, int32_t r, int32_t t0, int32_t n, int32_t hd) {
+  float* __restrict s = sc.s + r * kTileTokens;
+  const int32_t valid = std::clamp(sc.limit[r] - t0 + 1, 0, n);
+  if (valid == 0) {  // the whole tile lies past this row's position
+    std::fill(s, s + n, 0.0f);
+    return;
+  }
+  float mt = kNegInf;
+#pragma omp simd reduction(max : mt)
+  for (int32_t t = 0; t < valid; ++t) mt = std::max(mt, s[t]);
+  const float m_old = sc.mx[r];
+  const float m_new = std::max(m_old, mt);
+  if (m_new > m_old) {
+    if (m_old != kNegInf) {  // rescale what earlier tiles accumulated
+      const float alpha = std::exp(m_old - m_new);
+      sc.sum[r] *= alpha;
+      float* __restrict a = sc.acc + int64_t{r} * hd;
+#pragma omp simd
+      for (int32_t d = 0; d < hd; ++d) a[d] *= alpha;
+    }
+    sc.mx[r] = m_new;
+  }
+  float tile_sum = 0.0f;
+#pragma omp simd reduction(+ : tile_sum)
+  for (int32_t t = 0; t < valid; ++t) {
+    const float e = FastExp(s[t] - m_new);
+    s[t] = e;
+    tile_sum += e;
+  }
+  for (int32_t t = valid; t < n; ++t) s[t] = 0.0f;
+  sc.sum[r] += tile_sum;
+}
+
+// Attends the sc.q rows to positions [begin, end) of src, each row only up
+// to its own limit (sc.limit), folding into the running state. The rows are
+// `groups` groups of g rows; group j reads KV head (src's first head + j).
+// REQUIRES: every row's limit >= begin (each row sees at least one position
+// of the range), so no row's running max stays -inf after the first tile.
+
+// Attends the sc.q rows to positions [begin, end) of src, each row only up
+// to its own limit (sc.limit), folding into the running state. The rows are
+// `groups` groups of g rows; group j reads KV head (src's first head + j).
+// REQUIRES: every row's limit >= begin (each row sees at least one position
+// of the range), so no row's running max stays -inf after the first tile.
+template <class Src>
+static void AttendRange(const Src& src, Scratch& sc, int32_t groups, int32_t g, int32_t begin,
+                 int32_t end) {
+  const int32_t hd = src.hd;
+  const int32_t m = groups * g;
+  // A tile's pieces: runs of positions stored contiguously (a block, or an
+  // aligned run of a contiguous cache).
+  struct Piece {
+    int64_t off;  // of the first head
+    int32_t pos, run;
+  };
+  Piece buffers[2][kTileTokens];
+  auto split = [&](int32_t t0, Piece* out) {
+    const int32_t stop = std::min(end, t0 + kTileTokens);
+    int32_t count = 0;
+    for (int32_t p = t0; p < stop; ++count) {
+      int32_t run;
+      const int64_t off = src.Locate(p, &run);
+      run = std::min(run, stop - p);
+      out[count] = {off, p, run};
+      p += run;
+    }
+    return count;
+  };
+  Piece* cur = buffers[0];
+  Piece* next = buffers[1];
+  int32_t n_cur = split(begin, cur);
+  PrefetchCursor pf;
+  for (int32_t t0 = begin; t0 < end; t0 += kTileTokens) {
+    const int32_t n = std::min(kTileTokens, end - t0);
+    const int32_t n_next = split(t0 + kTileTokens, next);
+    // Reads in order: K of each (piece, head), V of each (piece, head), then
+    // the next tile's K. While access a is computed on, access
+    // a + kPrefetchAhead is fetched. With several heads per item a block's
+    // heads are adjacent in memory, so reads run through whole blocks.
+    const int32_t per_pass = n_cur * groups;
+    auto prefetch_for = [&](int32_t a, int32_t steps) {
+      int32_t b = a + kPrefetchAhead;
+      const Piece* piece = nullptr;
+      const float* base = src.k;
+      if (b < per_pass) {
+        piece = &cur[b / groups];
+      } else if (b < 2 * per_pass) {
+        b -= per_pass, piece = &cur[b / groups], base = src.v;
+      } else if (b - 2 * per_pass < n_next * groups) {
+        b -= 2 * per_pass, piece = &next[b / groups];
+      }
+      if (piece == nullptr) {
+        pf.Reset(nullptr, 0, 1);
+      } else {
+        pf.Reset(base + piece->off + (b % groups) * src.head_stride, int64_t{piece->run} * hd,
+                 steps);
+      }
+    };
+    for (int32_t i = 0; i < n_cur; ++i) {
+      const Piece& c = cur[i];
+      for (int32_t j = 0; j < groups; ++j) {
+        prefetch_for(i * groups + j, PieceSteps(g, c.run));
+        ScoresPiece(sc.q + int64_t{j} * g * hd, g, src.k + c.off + j * src.head_stride, c.run, hd,
+                    sc.s + j * g * kTileTokens + (c.pos - t0), pf);
+      }
+    }
+    for (int32_t r = 0; r < m; ++r) SoftmaxTileRow(sc, r, t0, n, hd);
+    for (int32_t i = 0; i < n_cur; ++i) {
+      const Piece& c = cur[i];
+      for (int32_t j = 0; j < groups; ++j) {
+        prefetch_for(per_pass + i * groups + j, PieceSteps(g, c.run));
+        ValuesPiece(sc.s + j * g * kTileTokens + (c.pos - t0), g,
+                    src.v + c.off + j * src.head_stride, c.run, hd, sc.acc + int64_t{j} * g * hd,
+                    pf);
+      }
+    }
+    std::swap(cur, next);
+    n_cur = n_next;
+  }
+}
+
+// Runs fn(item, scratch) for item in [0, n) on the OpenMP threads (dynamic
+// schedule: items differ in cost), each thread with its own scratch.
+// Small jobs (macs: a rough cost) stay on the calling thread.
+template <class Fn>
+static void ForEachItem(int64_t n, double macs, int32_t max_rows, int32_t hd, Fn fn) {
+  constexpr double kMinParallelMacs = 1 << 18;
+  [[maybe_unused]] const bool parallel = n > 1 && macs >= kMinParallelMacs;
+#pragma omp parallel if (parallel)
+  {
+    Scratch sc(max_rows, hd);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; ++i) fn(i, sc);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Drivers. `SourceAt(s, h)` builds the source of (sequence s, KV head h).
+
+struct Shape {
+  int32_t num_seqs;
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t hd;
+  int32_t group() const { return num_heads / num_kv_heads; }
+};
+
+inline int32_t MaxThreads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+static auto PagedSourceAt(const PagedKvLayer& kv, const BlockTables& tables) {
+  return [&kv, &tables](int32_t s, int32_t h) {
+    const int64_t tile = int64_t{kv.block_size} * kv.head_dim;
+    return PagedSource{kv.k,
+                       kv.v,
+                       tables.ids + int64_t{s} * tables.max_blocks_per_seq,
+                       kv.num_kv_heads * tile,
+                       h * tile,
+                       tile,
+                       kv.block_size,
+                       kv.head_dim};
+  };
+}
+
+static auto ContiguousSourceAt(const ContiguousKvLayer& kv) {
+  return [&kv](int32_t s, int32_t h) {
+    const int64_t base = (int64_t{s} * kv.num_kv_heads + h) * kv.max_seq_len * int64_t{kv.head_dim};
+    return ContiguousSource{kv.k, kv.v, base, int64_t{kv.max_seq_len} * kv.head_dim, kv.head_dim};
+  };
+}
+
+}  // namespace folio::kernels::cpu::attention_internal
+
+#endif  // FOLIO_KERNELS_CPU_ATTENTION_INTERNAL_H_
