@@ -27,6 +27,9 @@
 #include "kernels/cpu/vec_math.h"
 
 namespace folio::kernels::cpu::attention_internal {
+// Anonymous, as in the one .cc this came from: internal linkage keeps GCC's
+// inlining decisions (and so the hot loops' code) what they were.
+namespace {  // NOLINT(google-build-namespaces): private header
 
 // ---------------------------------------------------------------------------
 // Inner loops over head_dim. Each `#pragma omp simd` loop keeps its
@@ -487,6 +490,7 @@ static auto ContiguousSourceAt(const ContiguousKvLayer& kv) {
   };
 }
 
+}  // namespace
 }  // namespace folio::kernels::cpu::attention_internal
 
 #endif  // FOLIO_KERNELS_CPU_ATTENTION_INTERNAL_H_
