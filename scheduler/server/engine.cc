@@ -144,6 +144,8 @@ void Engine::Loop() {
       return;
     }
     deliver_pending();  // overlaps the workers' forward pass
+    // The delivered latencies and the gauges of the plan in flight.
+    if (metrics != nullptr) metrics->Flush(/*force=*/false);
     absl::StatusOr<StepResult> result = workers_->Wait();
     if (!result.ok()) {
       FailAll(absl::Status(result.status().code(),
@@ -163,7 +165,6 @@ void Engine::Loop() {
       RecordScheduled(plan, start_ns);
     }
     pending = std::move(*outputs);
-    if (metrics != nullptr) metrics->Flush(/*force=*/false);
     PublishSnapshot();
   }
   deliver_pending();
