@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "gloo/rendezvous/file_store.h"
 #include "gloo/rendezvous/hash_store.h"
+#include "tests/worker/runner_workload.h"
 #include "tests/worker/worker_test_util.h"
 #include "worker/cache_engine.h"
 #include "worker/cpu_worker.h"
@@ -56,12 +57,7 @@ bool SegmentExists(const std::string& name) {
   return !name.empty() && std::filesystem::exists("/dev/shm" + name);
 }
 
-template <typename F>
-void OnRanks(int world, F&& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back([&fn, r] { fn(r); });
-  for (auto& t : threads) t.join();
-}
+using testing::OnRanks;
 
 // world communicators on threads, joined through one HashStore.
 std::vector<std::unique_ptr<ShmCommunicator>> ThreadGroup(int world, int64_t slot_bytes,
@@ -394,53 +390,12 @@ std::vector<std::unique_ptr<Communicator>> Group(int world, bool shm) {
 
 // A prefill (7 and 20 tokens) then a decode step; rank 0's logits per step.
 std::vector<std::vector<float>> RunnerLogits(const std::string& dir, int world, bool shm) {
-  constexpr int32_t kBlock = 16;
   std::vector<std::vector<float>> step0(world), step1(world);
   auto comms = Group(world, shm);
   std::vector<absl::Status> errors(world);
   OnRanks(world, [&](int rank) {
-    auto fail = [&](absl::Status s) { errors[rank] = s; };
-    absl::StatusOr<std::unique_ptr<ModelWeights>> w = ModelWeights::Load(dir, ShardSpec{rank, world});
-    if (!w.ok()) return fail(w.status());
-    const ModelConfig& c = (*w)->config;
-    CacheEngine::Options co;
-    co.num_layers = c.num_layers;
-    co.num_kv_heads = (*w)->shape.num_kv_heads;
-    co.head_dim = c.head_dim;
-    co.block_size = kBlock;
-    co.num_device_blocks = 8;
-    absl::StatusOr<std::unique_ptr<CacheEngine>> cache = CacheEngine::Create(co);
-    if (!cache.ok()) return fail(cache.status());
-    ModelRunner runner(**w, **cache, comms[rank].get());
-    const std::vector<std::vector<int32_t>> tables = {{0}, {1, 2}};
-    std::vector<std::vector<TokenId>> tokens(2);
-    for (int t = 0; t < 7; ++t) tokens[0].push_back((t * 37 + 5) % c.vocab_size);
-    for (int t = 0; t < 20; ++t) tokens[1].push_back((t * 101 + 998) % c.vocab_size);
-    for (int step = 0; step < 2; ++step) {
-      ForwardBatch b;
-      b.max_blocks_per_seq = 2;
-      b.query_start.push_back(0);
-      for (int s = 0; s < 2; ++s) {
-        const int32_t len = static_cast<int32_t>(tokens[s].size());
-        const int32_t begin = step == 0 ? 0 : len - 1;
-        for (int32_t p = begin; p < len; ++p) {
-          b.logits_rows.push_back(b.num_tokens());
-          b.token_ids.push_back(tokens[s][p]);
-          b.positions.push_back(p);
-          b.slot_mapping.push_back(int64_t{tables[s][p / kBlock]} * kBlock + p % kBlock);
-        }
-        b.query_start.push_back(b.num_tokens());
-        b.context_lens.push_back(len);
-        for (int32_t k = 0; k < 2; ++k) {
-          b.block_tables.push_back(k < static_cast<int32_t>(tables[s].size()) ? tables[s][k] : 0);
-        }
-      }
-      std::vector<float> logits;
-      if (absl::Status s = runner.Forward(b, logits); !s.ok()) return fail(s);
-      (step == 0 ? step0 : step1)[rank] = logits;
-      tokens[0].push_back(3);
-      tokens[1].push_back(998);
-    }
+    errors[rank] = testing::RunTwoStepWorkload(dir, rank, world, comms[rank].get(), &step0[rank],
+                                               &step1[rank]);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r];
   return {step0[0], step1[0]};

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/worker/runner_workload.h"
 #include "tests/worker/worker_test_util.h"
 #include "worker/cache_engine.h"
 #include "worker/cpu_worker.h"
@@ -37,13 +38,7 @@ const ModelCase kModels[] = {
                    "--intermediate-size 96 --vocab-size 1003 --dtype f32 --seed 12"},
 };
 
-// Runs fn(rank) on one thread per rank and joins them.
-template <typename F>
-void OnRanks(int world, F&& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back([&fn, r] { fn(r); });
-  for (auto& t : threads) t.join();
-}
+using testing::OnRanks;
 
 class TensorParallelTest : public ::testing::TestWithParam<ModelCase> {
  protected:
@@ -57,54 +52,13 @@ class TensorParallelTest : public ::testing::TestWithParam<ModelCase> {
 // Two prefills (7 and 20 tokens), then one decode each, logits of every row;
 // returns the rows' logits per step on rank 0.
 std::vector<std::vector<float>> RunnerLogits(const std::string& dir, int world) {
-  constexpr int32_t kBlock = 16;
   std::vector<std::vector<float>> per_rank_step0(world), per_rank_step1(world);
   auto comms = LocalCommunicator::CreateGroup(world);
   std::vector<absl::Status> errors(world);
   OnRanks(world, [&](int rank) {
-    auto fail = [&](absl::Status s) { errors[rank] = s; };
-    absl::StatusOr<std::unique_ptr<ModelWeights>> w = ModelWeights::Load(dir, ShardSpec{rank, world});
-    if (!w.ok()) return fail(w.status());
-    const ModelConfig& c = (*w)->config;
-    CacheEngine::Options co;
-    co.num_layers = c.num_layers;
-    co.num_kv_heads = (*w)->shape.num_kv_heads;
-    co.head_dim = c.head_dim;
-    co.block_size = kBlock;
-    co.num_device_blocks = 8;
-    absl::StatusOr<std::unique_ptr<CacheEngine>> cache = CacheEngine::Create(co);
-    if (!cache.ok()) return fail(cache.status());
-    ModelRunner runner(**w, **cache, world > 1 ? comms[rank].get() : nullptr);
-    const std::vector<std::vector<int32_t>> tables = {{0}, {1, 2}};
-    std::vector<std::vector<TokenId>> tokens(2);
-    for (int t = 0; t < 7; ++t) tokens[0].push_back((t * 37 + 5) % c.vocab_size);
-    for (int t = 0; t < 20; ++t) tokens[1].push_back((t * 101 + 998) % c.vocab_size);
-    for (int step = 0; step < 2; ++step) {
-      ForwardBatch b;
-      b.max_blocks_per_seq = 2;
-      b.query_start.push_back(0);
-      for (int s = 0; s < 2; ++s) {
-        const int32_t len = static_cast<int32_t>(tokens[s].size());
-        const int32_t begin = step == 0 ? 0 : len - 1;
-        for (int32_t p = begin; p < len; ++p) {
-          b.logits_rows.push_back(b.num_tokens());
-          b.token_ids.push_back(tokens[s][p]);
-          b.positions.push_back(p);
-          b.slot_mapping.push_back(int64_t{tables[s][p / kBlock]} * kBlock + p % kBlock);
-        }
-        b.query_start.push_back(b.num_tokens());
-        b.context_lens.push_back(len);
-        for (int32_t k = 0; k < 2; ++k) {
-          b.block_tables.push_back(k < static_cast<int32_t>(tables[s].size()) ? tables[s][k] : 0);
-        }
-      }
-      std::vector<float> logits;
-      if (absl::Status s = runner.Forward(b, logits); !s.ok()) return fail(s);
-      if (rank != 0 && !logits.empty()) return fail(absl::InternalError("logits on rank != 0"));
-      (step == 0 ? per_rank_step0 : per_rank_step1)[rank] = logits;
-      tokens[0].push_back(3);
-      tokens[1].push_back(998);
-    }
+    errors[rank] = testing::RunTwoStepWorkload(dir, rank, world,
+                                               world > 1 ? comms[rank].get() : nullptr,
+                                               &per_rank_step0[rank], &per_rank_step1[rank]);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r];
   return {per_rank_step0[0], per_rank_step1[0]};
