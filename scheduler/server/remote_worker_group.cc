@@ -219,12 +219,11 @@ absl::Status RemoteWorkerGroup::Begin(const StepPlan& plan) {
 absl::StatusOr<StepResult> RemoteWorkerGroup::Wait() {
   if (!step_in_flight_) return absl::FailedPreconditionError("Wait without Begin");
   step_in_flight_ = false;
-  StepPlan plan;  // only its id is needed below
-  plan.step_id = begun_step_id_;
+  const uint64_t step_id = begun_step_id_;
   const DrainResult done = Drain(begun_deadline_);
   if (done.timed_out) {
     broken_ = absl::DeadlineExceededError(
-        absl::StrCat("a worker rank did not finish step ", plan.step_id, " within ",
+        absl::StrCat("a worker rank did not finish step ", step_id, " within ",
                      absl::FormatDuration(options_.step_timeout), " (",
                      ranks_.size(), " ranks, first at ", ranks_[0].address, ")"));
     return broken_;
@@ -240,11 +239,11 @@ absl::StatusOr<StepResult> RemoteWorkerGroup::Wait() {
     const v1::StepResult& reply = ranks_[r].reply;
     if (absl::Status st = FromProto(reply.status()); !st.ok()) {
       return absl::Status(st.code(), absl::StrCat("worker rank ", r, " failed step ",
-                                                  plan.step_id, ": ", st.message()));
+                                                  step_id, ": ", st.message()));
     }
-    if (reply.step_id() != plan.step_id) {
+    if (reply.step_id() != step_id) {
       broken_ = absl::InternalError(absl::StrCat("worker rank ", r, " answered step ",
-                                                 reply.step_id(), " to plan ", plan.step_id));
+                                                 reply.step_id(), " to plan ", step_id));
       return broken_;
     }
     forward_seconds_[r] = reply.forward_seconds();
