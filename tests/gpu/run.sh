@@ -34,6 +34,19 @@ if [[ -z "${FOLIO_NLOHMANN_INCLUDE_DIR:-}" && -f "$ROOT/.gpu-carry/include/nlohm
   export FOLIO_NLOHMANN_INCLUDE_DIR="$ROOT/.gpu-carry/include"
 fi
 
+# GPU images often carry NCCL only as the nvidia-nccl pip wheel (libnccl.so.2,
+# no unversioned link): point cmake/FolioNccl.cmake at it when nothing else is set.
+if [[ -z "${NCCL_ROOT:-}" && ! -f /usr/local/cuda/include/nccl.h ]]; then
+  for py in python3 /usr/bin/python3; do
+    dir="$("$py" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0])' 2>/dev/null)" || dir=""
+    if [[ -n "$dir" && -f "$dir/include/nccl.h" ]]; then export NCCL_ROOT="$dir"; break; fi
+  done
+fi
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv || true
+fi
+command -v nvcc >/dev/null 2>&1 && nvcc --version | tail -n2
+
 GENERATOR=()
 if command -v ninja >/dev/null 2>&1; then GENERATOR=(-G Ninja); fi
 
@@ -65,10 +78,12 @@ for check in "${checks[@]}"; do
   name="$(basename "$check")"
   echo "== $name"
   rc=0
-  "$check" || rc=$?
+  # A hung kernel must not eat the whole GPU lease.
+  timeout "${CHECK_TIMEOUT_S:-150}" "$check" || rc=$?
   case $rc in
     0) passed+=("$name") ;;
     77) skipped+=("$name") ;;
+    124) failed+=("$name (timed out after ${CHECK_TIMEOUT_S:-150} s)") ;;
     *) failed+=("$name (exit $rc)") ;;
   esac
 done

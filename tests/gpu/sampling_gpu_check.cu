@@ -41,8 +41,16 @@ struct Row {
   std::vector<float> logits;
   std::vector<int32_t> prompt, output;
   std::vector<uint64_t> keys;
-  SamplingRowParams p;
+  SamplingRowParams p;  // its spans point into the vectors above
   std::string label;
+
+  // Move-only: a copy would keep spans into the source's vectors (moving a
+  // vector keeps its buffer, copying does not).
+  Row() = default;
+  Row(Row&&) = default;
+  Row& operator=(Row&&) = default;
+  Row(const Row&) = delete;
+  Row& operator=(const Row&) = delete;
 };
 
 // Results of one row, CPU or GPU.
@@ -385,7 +393,8 @@ void CheckDistribution(int32_t vocab, const Combo& c, int32_t draws, std::mt1993
                            std::to_string(vocab) + " draws=" + std::to_string(draws);
   Combo many = c;
   many.num_samples = draws;
-  std::vector<Row> rows{MakeRow(many, vocab, false, 77, rng)};
+  std::vector<Row> rows;
+  rows.push_back(MakeRow(many, vocab, false, 77, rng));
   std::normal_distribution<float> normal(0.0f, 1.5f);
   for (float& x : rows[0].logits) x = normal(rng);  // no masked/planted values here
   std::vector<RowResult> got;
