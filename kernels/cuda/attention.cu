@@ -153,7 +153,8 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
                                  const BlockTables& tables, const int32_t* context_lens,
                                  int32_t max_context_len, int32_t num_heads, float scale,
                                  void* workspace, size_t workspace_bytes, float* out,
-                                 cudaStream_t stream, int32_t partition_tokens) {
+                                 cudaStream_t stream, int32_t partition_tokens,
+                                 GpuDecodeKernel kernel) {
   if (!CheckCommon(q, kv, tables, num_heads, scale, out)) return cudaErrorInvalidValue;
   const int32_t num_seqs = tables.num_seqs;
   if (num_seqs > 0 && context_lens == nullptr) return cudaErrorInvalidValue;
@@ -169,13 +170,24 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
   if (workspace_bytes < needed || (needed > 0 && (workspace == nullptr || !Aligned16(workspace)))) {
     return cudaErrorInvalidValue;
   }
+  const bool sixteen_bit = kv.dtype != CacheDtype::kFloat32;
+  if ((kernel != GpuDecodeKernel::kAuto && kernel != GpuDecodeKernel::kSimt &&
+       kernel != GpuDecodeKernel::kTensorCores) ||
+      (kernel == GpuDecodeKernel::kTensorCores && !sixteen_bit)) {
+    return cudaErrorInvalidValue;
+  }
   if (num_seqs == 0) return cudaSuccess;
 
   AttnParams p = BaseParams(q, kv, tables, context_lens, num_heads, scale, out);
-  p.rows_per_cta = DecodeRowsPerCta(p.group);
+  // GQA over 16-bit caches runs on tensor cores (one m16 tile of query heads
+  // per CTA); MHA, which the SIMT kernel already streams at copy bandwidth,
+  // and fp32 caches on CUDA cores.
+  const bool tensor_cores = kernel == GpuDecodeKernel::kTensorCores ||
+                            (kernel == GpuDecodeKernel::kAuto && sixteen_bit && p.group >= 2);
+  p.rows_per_cta = tensor_cores ? internal::kMmaDecodeRows : DecodeRowsPerCta(p.group);
   p.row_chunks = static_cast<int32_t>(CeilDiv(p.group, p.rows_per_cta));
-  // Warps over rows: 1, 2 or 4 of them take different rows, the others
-  // share the keys of the same rows. heads_per_thread covers the rest.
+  // SIMT: 1, 2 or 4 warps take different rows, the others share the keys of
+  // the same rows. heads_per_thread covers the rest.
   p.head_warps = p.rows_per_cta >= 4 ? 4 : p.rows_per_cta >= 2 ? 2 : 1;
   const int32_t heads_per_thread = p.rows_per_cta > p.head_warps ? 2 : 1;
   if (int64_t{p.num_kv_heads} * p.row_chunks > INT32_MAX) return cudaErrorInvalidValue;
@@ -198,7 +210,10 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
     p.part_sum = p.part_max + rows;
   }
   cudaError_t err =
-      internal::LaunchSimtDecode(p, kv.dtype, kv.head_dim, heads_per_thread, num_seqs, stream);
+      tensor_cores
+          ? internal::LaunchMmaDecode(p, kv.dtype, kv.head_dim, num_seqs, stream)
+          : internal::LaunchSimtDecode(p, kv.dtype, kv.head_dim, heads_per_thread, num_seqs,
+                                       stream);
   if (err != cudaSuccess || parts <= 1) return err;
   return internal::LaunchDecodeReduce(p, kv.head_dim, num_seqs, stream);
 }

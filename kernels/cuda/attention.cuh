@@ -74,6 +74,11 @@ size_t PagedAttentionDecodeWorkspaceBytes(int32_t num_seqs, int32_t num_heads, i
 int32_t ChooseDecodePartition(int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
                               int32_t max_context_len, int32_t partition_tokens, int32_t num_sms);
 
+// Which decode kernel runs. kAuto: tensor cores for GQA (group >= 2) over
+// fp16/bf16 caches, CUDA cores otherwise. The others force one, for
+// benchmarks and checks; kTensorCores needs an fp16/bf16 cache.
+enum class GpuDecodeKernel : int32_t { kAuto = 0, kSimt = 1, kTensorCores = 2 };
+
 // Decode: one query token per sequence, s < tables.num_seqs.
 // q, out: device fp32 [num_seqs][num_heads][head_dim]; tables.ids and
 // context_lens: device memory. context_lens[s] counts the query's own K/V
@@ -86,13 +91,14 @@ int32_t ChooseDecodePartition(int32_t num_seqs, int32_t num_heads, int32_t num_k
 // PagedAttentionDecodeWorkspaceBytes(num_seqs, num_heads, kv.head_dim,
 // max_context_len, partition_tokens) bytes (may be null when that is 0).
 // Returns cudaErrorInvalidValue (nothing enqueued) when the workspace is too
-// small or an argument is bad.
+// small or an argument is bad (kTensorCores with an fp32 cache included).
 // REQUIRES: ValidateBlockTables(tables, context_lens, ...) on the host copy.
 cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
                                  const BlockTables& tables, const int32_t* context_lens,
                                  int32_t max_context_len, int32_t num_heads, float scale,
                                  void* workspace, size_t workspace_bytes, float* out,
-                                 cudaStream_t stream, int32_t partition_tokens = 0);
+                                 cudaStream_t stream, int32_t partition_tokens = 0,
+                                 GpuDecodeKernel kernel = GpuDecodeKernel::kAuto);
 
 // Prefill chunks / mixed batches, same semantics as cpu::PagedAttentionPrefill:
 // rows [query_start[s], query_start[s+1]) of q/out are sequence s's queries

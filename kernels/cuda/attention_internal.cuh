@@ -65,6 +65,12 @@ cudaError_t LaunchSimtPrefill(const AttnParams& p, int32_t head_dim, int32_t num
 cudaError_t LaunchMmaPrefill(const AttnParams& p, CacheDtype dtype, int32_t head_dim,
                              int32_t num_seqs, int32_t max_query_len, cudaStream_t stream);
 
+// Tensor-core decode for fp16 / bf16 caches with GQA (group >= 2): up to
+// kMmaDecodeRows query heads per CTA, p.row_chunks CTAs per KV head.
+inline constexpr int32_t kMmaDecodeRows = 16;
+cudaError_t LaunchMmaDecode(const AttnParams& p, CacheDtype dtype, int32_t head_dim,
+                            int32_t num_seqs, cudaStream_t stream);
+
 #if defined(__CUDACC__)
 // --- Device helpers shared by the kernels (Ampere+ cp.async, sm_80/sm_90).
 

@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "kernels/cuda/attention_internal.cuh"
+#include "kernels/cuda/mma_fragments.cuh"
 
 namespace folio::kernels::gpu::internal {
 namespace {
@@ -37,84 +38,10 @@ struct MCfg {
   static constexpr int kStride = HD + 8;  // elements per padded smem row
   static constexpr int kQElems = kBM * kStride;
   static constexpr int kKVElems = kBN * kStride;
-  static constexpr int kChunksPerRow = HD * static_cast<int>(sizeof(T)) / 16;
   static constexpr int kSmemBytes = (kQElems + 2 * 2 * kKVElems) * static_cast<int>(sizeof(T));
   static_assert(sizeof(T) == 2);
   static_assert((kStride * 2) % 16 == 0, "rows stay 16-byte aligned");
-  static_assert((kBN * kChunksPerRow) % kThreads == 0);
 };
-
-// Two floats -> one register of two 16-bit values, lo in the low half.
-__device__ __forceinline__ uint32_t Pack(float lo, float hi, __nv_bfloat16) {
-  const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);
-  uint32_t u;
-  memcpy(&u, &x, sizeof(u));
-  return u;
-}
-__device__ __forceinline__ uint32_t Pack(float lo, float hi, __half) {
-  const __half2 x = __floats2half2_rn(lo, hi);
-  uint32_t u;
-  memcpy(&u, &x, sizeof(u));
-  return u;
-}
-
-// c += a * b for one m16n8k16 tile.
-__device__ __forceinline__ void Mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1,
-                                    __nv_bfloat16) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void Mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1,
-                                    __half) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8x8 16-bit matrices, transposed: lanes 8i..8i+7 give the row
-// addresses of matrix i; register i receives matrix i in the B-fragment
-// layout (element (2t, g) and (2t + 1, g) of the stored matrix).
-__device__ __forceinline__ void LdMatrixX4Trans(const void* row_addr, uint32_t* r) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_addr));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-
-__device__ __forceinline__ uint32_t Lds32(const void* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-
-// Issues the copies of K/V positions [p0, p0 + kBN) into a stage (K then V);
-// positions >= end are zero-filled without reading the table or the cache.
-template <typename T, int HD>
-__device__ __forceinline__ void LoadKvTile(T* stage, const AttnParams& p, const int32_t* table,
-                                           int64_t head_off, int p0, int end, int tid) {
-  using C = MCfg<T, HD>;
-  const int64_t block_stride = int64_t{p.num_kv_heads} * (HD << p.block_shift);
-  const int block_mask = (1 << p.block_shift) - 1;
-#pragma unroll
-  for (int u = 0; u < kBN * C::kChunksPerRow / kThreads; ++u) {
-    const int id = tid + u * kThreads;
-    const int row = id / C::kChunksPerRow;
-    const int chunk = id % C::kChunksPerRow;
-    const int pos = p0 + row;
-    const bool valid = pos < end;
-    int64_t off = 0;
-    if (valid) {
-      off = int64_t{__ldg(table + (pos >> p.block_shift))} * block_stride + head_off +
-            int64_t{pos & block_mask} * HD + chunk * 8;
-    }
-    const int dst = row * C::kStride + chunk * 8;
-    CpAsync16(stage + dst, static_cast<const T*>(p.k) + off, valid);
-    CpAsync16(stage + C::kKVElems + dst, static_cast<const T*>(p.v) + off, valid);
-  }
-}
 
 // grid = (ceil(max_query_len * group / 64), num_seqs, num_kv_heads).
 template <typename T, int HD>
@@ -145,7 +72,11 @@ __global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p)
   const int32_t* table = p.block_tables + int64_t{s} * p.max_blocks_per_seq;
   const int64_t head_off = int64_t{kvh} * (HD << p.block_shift);
   const int ntiles = (end + kBN - 1) / kBN;
-  LoadKvTile<T, HD>(kv_s, p, table, head_off, 0, end, tid);
+  auto load = [&](T* stage, int p0) {
+    LoadKvRows<T, HD, kBN, C::kStride, kThreads>(stage, stage + C::kKVElems, p, table, head_off,
+                                                 p0, end, tid);
+  };
+  load(kv_s, 0);
   CpAsyncCommit();
 
   // Q tile -> cache type, scaled; padding rows are zeros. Overlaps tile 0.
@@ -180,8 +111,7 @@ __global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p)
   const T* qw = q_s + (warp * 16 + g) * C::kStride + 2 * t;  // A fragment base
   for (int it = 0; it < ntiles; ++it) {
     if (it + 1 < ntiles) {
-      LoadKvTile<T, HD>(kv_s + ((it + 1) & 1) * 2 * C::kKVElems, p, table, head_off,
-                        (it + 1) * kBN, end, tid);
+      load(kv_s + ((it + 1) & 1) * 2 * C::kKVElems, (it + 1) * kBN);
     }
     CpAsyncCommit();
     CpAsyncWait<1>();  // tile it landed (this thread's copies)...
@@ -288,8 +218,6 @@ __global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p)
   }
 }
 
-// Kernels above 48 KiB of dynamic shared memory need a per-device opt-in;
-// done once per (kernel, device) and remembered in a bit per device.
 template <typename T, int HD>
 cudaError_t EnsureSmemOptIn() {
   constexpr int kBytes = MCfg<T, HD>::kSmemBytes;
@@ -297,15 +225,8 @@ cudaError_t EnsureSmemOptIn() {
     return cudaSuccess;
   } else {
     static std::atomic<uint64_t> done{0};
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-    if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
-    err = cudaFuncSetAttribute(MmaPrefillKernel<T, HD>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-    if (err == cudaSuccess) done.fetch_or(bit, std::memory_order_acq_rel);
-    return err;
+    return OptInDynamicSmem(reinterpret_cast<const void*>(MmaPrefillKernel<T, HD>), kBytes,
+                            &done);
   }
 }
 

@@ -6,7 +6,9 @@
 //       written = 2 GiB per copy);
 //   (b) gpu::PagedAttentionDecode at batch 64, context 1024 and 4096, heads
 //       32/32 (MHA) and 32/8 (GQA), head_dim 128, bf16, block_size 16,
-//       shuffled block ids; bandwidth = K and V bytes read per call / time.
+//       shuffled block ids; bandwidth = K and V bytes read per call / time;
+//       each on the CUDA-core and the tensor-core kernel and the automatic
+//       choice.
 // cudaEvent timing, warm-up, median of 20 iterations. Prints a table: case,
 // us, GB/s, % of copy bandwidth.
 // Exit: 0 (whatever the figures), 1 on a CUDA error, 77 without a device.
@@ -85,7 +87,7 @@ bool CopyBandwidth(cudaStream_t stream, double* gbps) {
       stream, &us);
   if (!ok) return false;
   *gbps = 2.0 * kBytes / (us * 1e-6) / 1e9;
-  std::printf("%-34s %10.1f %9.1f %8s\n", "memcpy D2D 1 GiB (r+w 2 GiB)", us, *gbps, "100.0%");
+  std::printf("%-40s %10.1f %9.1f %8s\n", "memcpy D2D 1 GiB (r+w 2 GiB)", us, *gbps, "100.0%");
   return true;
 }
 
@@ -93,7 +95,8 @@ struct DecodeCase {
   int32_t num_seqs, context, num_heads, num_kv_heads;
 };
 
-bool DecodeBandwidth(const DecodeCase& dc, double copy_gbps, cudaStream_t stream) {
+bool DecodeBandwidth(const DecodeCase& dc, gpu::GpuDecodeKernel kernel, double copy_gbps,
+                     cudaStream_t stream) {
   constexpr int32_t kHeadDim = 128;
   constexpr int32_t kBlockSize = 16;
   const int32_t blocks_per_seq = (dc.context + kBlockSize - 1) / kBlockSize;
@@ -140,17 +143,20 @@ bool DecodeBandwidth(const DecodeCase& dc, double copy_gbps, cudaStream_t stream
       [&] {
         return gpu::PagedAttentionDecode(q.data(), kv, bt, lens.data(), dc.context,
                                          dc.num_heads, scale, ws_bytes > 0 ? ws.data() : nullptr,
-                                         ws_bytes, out.data(), stream, 0);
+                                         ws_bytes, out.data(), stream, 0, kernel);
       },
       stream, &us);
   if (!ok) return false;
   const double bytes = 2.0 * dc.num_seqs * static_cast<double>(dc.context) * dc.num_kv_heads * kHeadDim *
                        sizeof(__nv_bfloat16);
   const double gbps = bytes / (us * 1e-6) / 1e9;
+  const char* kernel_name = kernel == gpu::GpuDecodeKernel::kSimt          ? "simt"
+                            : kernel == gpu::GpuDecodeKernel::kTensorCores ? "mma"
+                                                                           : "auto";
   char name[64];
-  std::snprintf(name, sizeof(name), "decode b%d ctx%d %d/%d slice=%d", dc.num_seqs, dc.context,
-                dc.num_heads, dc.num_kv_heads, slice);
-  std::printf("%-34s %10.1f %9.1f %7.1f%%\n", name, us, gbps, 100.0 * gbps / copy_gbps);
+  std::snprintf(name, sizeof(name), "decode b%d ctx%d %d/%d slice=%d %s", dc.num_seqs,
+                dc.context, dc.num_heads, dc.num_kv_heads, slice, kernel_name);
+  std::printf("%-40s %10.1f %9.1f %7.1f%%\n", name, us, gbps, 100.0 * gbps / copy_gbps);
   return true;
 }
 
@@ -162,12 +168,20 @@ int Main() {
               kIters, kWarmup);
   cudaStream_t stream;
   if (cudaStreamCreate(&stream) != cudaSuccess) return gpu_check::kExitFail;
-  std::printf("%-34s %10s %9s %8s\n", "case", "us", "GB/s", "% copy");
+  std::printf("%-40s %10s %9s %8s\n", "case", "us", "GB/s", "% copy");
   double copy_gbps = 0;
   bool ok = CopyBandwidth(stream, &copy_gbps);
   const DecodeCase cases[] = {
       {64, 1024, 32, 32}, {64, 1024, 32, 8}, {64, 4096, 32, 32}, {64, 4096, 32, 8}};
-  for (const DecodeCase& dc : cases) ok = ok && DecodeBandwidth(dc, copy_gbps, stream);
+  // Each case on both kernels (simt: CUDA cores, mma: tensor cores) and on
+  // the automatic choice, the one that serves.
+  for (const DecodeCase& dc : cases) {
+    for (gpu::GpuDecodeKernel kernel :
+         {gpu::GpuDecodeKernel::kSimt, gpu::GpuDecodeKernel::kTensorCores,
+          gpu::GpuDecodeKernel::kAuto}) {
+      ok = ok && DecodeBandwidth(dc, kernel, copy_gbps, stream);
+    }
+  }
   cudaStreamDestroy(stream);
   return ok ? gpu_check::kExitPass : gpu_check::kExitFail;
 }

@@ -54,6 +54,7 @@ struct Case {
   std::vector<int32_t> context_lens;
   std::vector<int32_t> query_lens;  // empty: decode
   int32_t partition_tokens = 0;     // decode only
+  gpu::GpuDecodeKernel kernel = gpu::GpuDecodeKernel::kAuto;  // decode only
   float score_mult = 1.0f;          // scale = score_mult / sqrt(head_dim)
   uint32_t seed = 1;
 
@@ -67,6 +68,8 @@ struct Case {
                     " heads=" + std::to_string(num_heads()) + "/" + std::to_string(num_kv_heads) +
                     " x" + std::to_string(static_cast<int>(score_mult));
     if (!prefill()) s += " part=" + std::to_string(partition_tokens);
+    if (kernel == gpu::GpuDecodeKernel::kSimt) s += " simt";
+    if (kernel == gpu::GpuDecodeKernel::kTensorCores) s += " mma";
     s += " ctx";
     if (prefill()) s += ":q";
     const int32_t shown = std::min(num_seqs(), 6);
@@ -226,7 +229,7 @@ void RunCase(const Case& c) {
     }
     CHECK_CUDA(gpu::PagedAttentionDecode(dq.data(), kv, dev_tables, dctx.data(), max_ctx,
                                          c.num_heads(), scale, ws, ws_bytes, dout.data(), nullptr,
-                                         c.partition_tokens));
+                                         c.partition_tokens, c.kernel));
     const int32_t slice = gpu::ChooseDecodePartition(n, c.num_heads(), c.num_kv_heads, max_ctx,
                                                      c.partition_tokens, g_sms);
     detail += "slice=" + std::to_string(slice) + " ";
@@ -235,12 +238,17 @@ void RunCase(const Case& c) {
   std::vector<float> got;
   CHECK_CUDA(dout.Download(&got));
 
-  // Decode and fp32 prefill compute in fp32 from the same values: only the
-  // summation order differs. Tensor-core prefill rounds q and P to the cache
+  // The SIMT kernels (MHA decode, fp32 caches) compute in fp32 from the same
+  // values: only the summation order differs. The tensor-core kernels
+  // (prefill, and GQA decode, of 16-bit caches) round q and P to the cache
   // type (a host simulation gives max rel ~5e-4 fp16, ~5e-3 bf16).
+  const bool tensor_cores =
+      c.dtype != CacheDtype::kFloat32 &&
+      (c.prefill() || c.kernel == gpu::GpuDecodeKernel::kTensorCores ||
+       (c.kernel == gpu::GpuDecodeKernel::kAuto && c.group >= 2));
   double tol = 5e-4;
-  if (c.prefill() && c.dtype == CacheDtype::kFloat16) tol = 5e-3;
-  if (c.prefill() && c.dtype == CacheDtype::kBFloat16) tol = 2e-2;
+  if (tensor_cores && c.dtype == CacheDtype::kFloat16) tol = 5e-3;
+  if (tensor_cores && c.dtype == CacheDtype::kBFloat16) tol = 2e-2;
   const Errors e = Compare(got, want, row_written, row_elems);
   char buf[160];
   std::snprintf(buf, sizeof(buf), "rel_err=%.3g nmse=%.3g tol=%.3g untouched_written=%lld",
@@ -269,7 +277,8 @@ int32_t PickContext(int32_t bs, std::mt19937& rng) {
 }
 
 // (num_kv_heads, group) pairs: MHA, GQA 32/8, MQA 8/1, odd groups, and a
-// group of 16 (two row chunks per KV head in decode).
+// group of 16 (two row chunks per KV head in the SIMT decode, one in the
+// tensor-core decode).
 struct Heads {
   int32_t kv, group;
 };
@@ -289,6 +298,14 @@ void CheckInvalidArgs() {
     return gpu::PagedAttentionDecode(dummy, layer, tables, ids, max_ctx, heads, 0.1f, ws,
                                      ws_bytes, dummy, nullptr, part);
   };
+  gpu::GpuPagedKvLayer fp32 = kv;
+  fp32.dtype = CacheDtype::kFloat32;
+  ok = ok && gpu::PagedAttentionDecode(dummy, fp32, tables, ids, 64, 4, 0.1f, nullptr, 0, dummy,
+                                       nullptr, -1, gpu::GpuDecodeKernel::kTensorCores) ==
+                 cudaErrorInvalidValue;  // tensor cores need a 16-bit cache
+  ok = ok && gpu::PagedAttentionDecode(dummy, kv, tables, ids, 64, 4, 0.1f, nullptr, 0, dummy,
+                                       nullptr, -1, static_cast<gpu::GpuDecodeKernel>(7)) ==
+                 cudaErrorInvalidValue;
   gpu::GpuPagedKvLayer bad = kv;
   bad.head_dim = 96;
   ok = ok && !gpu::ValidateGpuPagedKvLayer(bad);
@@ -408,6 +425,32 @@ int Main() {
     pc.query_lens = {200, 77, 1};
     pc.seed = seed++;
     Run(pc);
+  }
+  // Tensor-core decode: every head_dim and block size, groups that pad the
+  // 16-row tile (MHA forced onto it too), fill it, and need a second row
+  // chunk; whole and split; and the same GQA batch forced onto CUDA cores.
+  for (CacheDtype dtype : {CacheDtype::kFloat16, CacheDtype::kBFloat16}) {
+    for (int32_t hd : {64, 128, 256}) {
+      for (int32_t group : {1, 2, 7, 16, 24}) {
+        Case c;
+        c.dtype = dtype;
+        c.head_dim = hd;
+        c.block_size = 8 << (group % 3);
+        c.num_kv_heads = 2;
+        c.group = group;
+        c.score_mult = (seed % 2) ? 1.0f : 6.0f;
+        for (int32_t s = 0; s < 3; ++s) c.context_lens.push_back(PickContext(c.block_size, rng));
+        c.seed = seed++;
+        c.kernel = group == 1 ? gpu::GpuDecodeKernel::kTensorCores : gpu::GpuDecodeKernel::kAuto;
+        Run(c);
+        c.partition_tokens = 4 * c.block_size;
+        Run(c);
+        if (group > 1) {
+          c.kernel = gpu::GpuDecodeKernel::kSimt;
+          Run(c);
+        }
+      }
+    }
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

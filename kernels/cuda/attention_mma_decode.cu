@@ -1,0 +1,294 @@
+// Tensor-core paged decode for fp16 / bf16 caches with grouped-query
+// attention (group >= 2; MHA stays on the SIMT kernel, which already streams
+// K/V at copy bandwidth).
+//
+// With GQA every K/V byte feeds `group` query heads. The SIMT kernel does
+// that arithmetic on CUDA cores (4 FMAs per byte at group 4) and became
+// instruction-bound near 60% of copy bandwidth on an H200. Here one CTA
+// (4 warps) per (sequence, KV head, slice[, row chunk]) holds up to 16 query
+// heads of the group as the rows of an m16n8k16 tile (zero rows pad a
+// smaller group), so scores and P V run on tensor cores and each K/V byte is
+// still read once per group.
+//
+// K/V stream through kStages shared-memory stages of 64 positions (cp.async,
+// 16-byte copies, the padded rows of the prefill kernel); warp w takes
+// positions [16w, 16w + 16) of every stage with its own online-softmax state,
+// and the four states are merged through shared memory at the end (the
+// FlashDecoding split, inside the CTA). One barrier per stage. Q and P are
+// rounded to the cache type for the mma, as in the prefill.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <atomic>
+
+#include "kernels/cuda/attention_internal.cuh"
+#include "kernels/cuda/mma_fragments.cuh"
+
+namespace folio::kernels::gpu::internal {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRows = kMmaDecodeRows;  // query rows per CTA: one m16 tile
+constexpr int kWarpKeys = 16;          // positions per warp per stage
+constexpr int kStageKeys = kWarps * kWarpKeys;
+
+__device__ __forceinline__ float NegInf() { return __int_as_float(0xff800000); }
+
+template <typename T, int HD>
+struct DCfg {
+  static constexpr int kStride = HD + 8;  // elements per padded smem row
+  // Two stages load while one is computed: 64 KiB of K/V in flight per CTA
+  // at head_dim 128 (two CTAs per SM), 128 KiB at 256 (one).
+  static constexpr int kStages = 3;
+  static constexpr int kQElems = kRows * kStride;
+  static constexpr int kKVElems = kStageKeys * kStride;  // K (or V) of one stage
+  static constexpr int kPipeBytes = (kQElems + kStages * 2 * kKVElems) * 2;
+  // The merge reuses the same memory: per warp m and l of each row, then
+  // the [rows][HD] accumulators.
+  static constexpr int kMergeBytes = kWarps * kRows * (HD + 2) * 4;
+  static constexpr int kSmemBytes = kPipeBytes > kMergeBytes ? kPipeBytes : kMergeBytes;
+  static_assert(sizeof(T) == 2);
+};
+
+// grid = (num_kv_heads * row_chunks, num_seqs, max_parts).
+template <typename T, int HD>
+__global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  using C = DCfg<T, HD>;
+  T* q_s = reinterpret_cast<T*>(smem_raw);
+  T* kv_s = q_s + C::kQElems;  // stage st: K at kv_s + st * 2 * kKVElems, V after it
+
+  const int s = blockIdx.y;
+  const int kvh = blockIdx.x / p.row_chunks;
+  const int first = (blockIdx.x % p.row_chunks) * kRows;  // first head of the group
+  const int nrows = min(kRows, p.group - first);
+  const int part = blockIdx.z;
+  const int len = p.context_lens[s];
+  const bool partitioned = p.partition_tokens > 0;
+  const int parts =
+      partitioned ? min(p.max_parts, max(1, (len + p.partition_tokens - 1) / p.partition_tokens))
+                  : 1;
+  if (part >= parts) return;  // whole CTA, before any barrier
+  const int begin = partitioned ? part * p.partition_tokens : 0;
+  const int end = partitioned ? min(len, begin + p.partition_tokens) : len;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int g = lane >> 2;  // fragment row within 8
+  const int t = lane & 3;   // fragment column pair
+
+  const int32_t* table = p.block_tables + int64_t{s} * p.max_blocks_per_seq;
+  const int64_t head_off = int64_t{kvh} * (HD << p.block_shift);
+  const int ntiles = (end - begin + kStageKeys - 1) / kStageKeys;
+  auto load = [&](int tile) {
+    T* k_dst = kv_s + (tile % C::kStages) * 2 * C::kKVElems;
+    LoadKvRows<T, HD, kStageKeys, C::kStride, kThreads>(k_dst, k_dst + C::kKVElems, p, table,
+                                                        head_off, begin + tile * kStageKeys,
+                                                        end, tid);
+  };
+#pragma unroll
+  for (int st = 0; st < C::kStages - 1; ++st) {
+    if (st < ntiles) load(st);
+    CpAsyncCommit();
+  }
+
+  // Q rows -> cache type, scaled; padding rows are zeros. Overlaps the loads.
+  for (int id = tid; id < kRows * HD / 4; id += kThreads) {
+    const int row = id / (HD / 4);
+    const int c4 = id % (HD / 4);
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (row < nrows) {
+      const int64_t off = (int64_t{s} * p.num_heads + kvh * p.group + first + row) * HD;
+      x = *reinterpret_cast<const float4*>(p.q + off + c4 * 4);
+    }
+    const float sc = p.scale_log2;
+    const uint2 packed = make_uint2(Pack(x.x * sc, x.y * sc, T{}), Pack(x.z * sc, x.w * sc, T{}));
+    *reinterpret_cast<uint2*>(q_s + row * C::kStride + c4 * 4) = packed;
+  }
+
+  float o[HD / 8][4];
+#pragma unroll
+  for (int nt = 0; nt < HD / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+  float m[2] = {NegInf(), NegInf()};  // rows g and g + 8
+  float l[2] = {0.0f, 0.0f};
+
+  const T* qw = q_s + g * C::kStride + 2 * t;  // A fragment base
+  for (int it = 0; it < ntiles; ++it) {
+    CpAsyncWait<C::kStages - 2>();  // stage `it` landed (this thread's copies)...
+    __syncthreads();                // ...and everyone's; all are done with stage it - 1
+    if (it + C::kStages - 1 < ntiles) load(it + C::kStages - 1);  // refills stage it - 1
+    CpAsyncCommit();
+
+    const int k0 = begin + it * kStageKeys + warp * kWarpKeys;
+    if (k0 >= end) continue;  // warp-uniform; the next barrier is at the loop top
+    const T* ks = kv_s + (it % C::kStages) * 2 * C::kKVElems + warp * kWarpKeys * C::kStride;
+    const T* vs = ks + C::kKVElems;
+
+    // S = Q K^T: 16 rows x 16 positions.
+    float sacc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = Lds32(qw + kk * 16);
+      a[1] = Lds32(qw + 8 * C::kStride + kk * 16);
+      a[2] = Lds32(qw + kk * 16 + 8);
+      a[3] = Lds32(qw + 8 * C::kStride + kk * 16 + 8);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const T* kr = ks + (nt * 8 + g) * C::kStride + kk * 16 + 2 * t;
+        Mma(sacc[nt], a, Lds32(kr), Lds32(kr + 8), T{});
+      }
+    }
+
+    // Positions past the end (zero-filled K) and online softmax, base 2.
+    float mx[2] = {NegInf(), NegInf()};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (k0 + nt * 8 + 2 * t + (e & 1) >= end) sacc[nt][e] = NegInf();
+        mx[e >> 1] = fmaxf(mx[e >> 1], sacc[nt][e]);
+      }
+    }
+    float m_use[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[r], mx[r]);
+      m_use[r] = m_new == NegInf() ? 0.0f : m_new;  // a row with nothing yet
+      alpha[r] = exp2f(m[r] - m_use[r]);            // 0 when m was -inf
+      m[r] = m_new;
+      l[r] *= alpha[r];
+    }
+    // Once the running maxima settle alpha is exactly 1: skip the rescale.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+      for (int nt = 0; nt < HD / 8; ++nt) {
+        o[nt][0] *= alpha[0];
+        o[nt][1] *= alpha[0];
+        o[nt][2] *= alpha[1];
+        o[nt][3] *= alpha[1];
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        sacc[nt][e] = exp2f(sacc[nt][e] - m_use[e >> 1]);
+        l[e >> 1] += sacc[nt][e];  // this lane's columns; quad-reduced at the end
+      }
+    }
+
+    // O += P V: the two S tiles are exactly the A fragment of one k16 step.
+    uint32_t a[4];
+    a[0] = Pack(sacc[0][0], sacc[0][1], T{});
+    a[1] = Pack(sacc[0][2], sacc[0][3], T{});
+    a[2] = Pack(sacc[1][0], sacc[1][1], T{});
+    a[3] = Pack(sacc[1][2], sacc[1][3], T{});
+    // Matrix i of the ldmatrix: positions (i & 1) * 8 + row, dims +(i >> 1) * 8.
+    const int mi = lane >> 3;
+    const T* vrow = vs + ((mi & 1) * 8 + (lane & 7)) * C::kStride + (mi >> 1) * 8;
+#pragma unroll
+    for (int nt2 = 0; nt2 < HD / 16; ++nt2) {
+      uint32_t b[4];
+      LdMatrixX4Trans(vrow + nt2 * 16, b);
+      Mma(o[2 * nt2], a, b[0], b[1], T{});
+      Mma(o[2 * nt2 + 1], a, b[2], b[3], T{});
+    }
+  }
+
+  // Merge the four warps' states. The pipeline memory is free once every
+  // copy has landed and every warp has left the loop.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+  CpAsyncWait<0>();
+  __syncthreads();
+  float* red_m = reinterpret_cast<float*>(smem_raw);  // [kWarps][kRows]
+  float* red_l = red_m + kWarps * kRows;              // [kWarps][kRows]
+  float* red_o = red_l + kWarps * kRows;              // [kWarps][kRows][HD]
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int wr = warp * kRows + g + 8 * r;
+    if (t == 0) {
+      red_m[wr] = m[r];
+      red_l[wr] = l[r];
+    }
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; ++nt) {
+      *reinterpret_cast<float2*>(red_o + wr * HD + nt * 8 + 2 * t) =
+          make_float2(o[nt][2 * r], o[nt][2 * r + 1]);
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < nrows * HD; idx += kThreads) {
+    const int row = idx / HD;
+    const int d = idx % HD;
+    float mall = NegInf();
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mall = fmaxf(mall, red_m[w * kRows + row]);
+    float sum = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = red_m[w * kRows + row];
+      const float sc = mw == NegInf() ? 0.0f : exp2f(mw - mall);  // a warp that saw nothing
+      sum += red_l[w * kRows + row] * sc;
+      acc += red_o[(w * kRows + row) * HD + d] * sc;
+    }
+    const int64_t hrow = int64_t{s} * p.num_heads + kvh * p.group + first + row;
+    if (parts == 1) {
+      p.out[hrow * HD + d] = sum > 0.0f ? acc / sum : 0.0f;
+    } else {  // the slice's partial state, as the SIMT kernel leaves it
+      const int64_t prow = hrow * p.max_parts + part;
+      p.part_acc[prow * HD + d] = acc;
+      if (d == 0) {
+        p.part_max[prow] = mall;
+        p.part_sum[prow] = sum;
+      }
+    }
+  }
+}
+
+template <typename T, int HD>
+cudaError_t DecodeAs(const AttnParams& p, int32_t num_seqs, cudaStream_t stream) {
+  constexpr int kBytes = DCfg<T, HD>::kSmemBytes;
+  if constexpr (kBytes > 48 * 1024) {
+    static std::atomic<uint64_t> done{0};
+    const cudaError_t err =
+        OptInDynamicSmem(reinterpret_cast<const void*>(MmaDecodeKernel<T, HD>), kBytes, &done);
+    if (err != cudaSuccess) return err;
+  }
+  const dim3 grid(static_cast<unsigned>(p.num_kv_heads * p.row_chunks),
+                  static_cast<unsigned>(num_seqs), static_cast<unsigned>(p.max_parts));
+  MmaDecodeKernel<T, HD><<<grid, kThreads, kBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t DecodeDtype(const AttnParams& p, int32_t head_dim, int32_t num_seqs,
+                        cudaStream_t stream) {
+  switch (head_dim) {
+    case 64: return DecodeAs<T, 64>(p, num_seqs, stream);
+    case 128: return DecodeAs<T, 128>(p, num_seqs, stream);
+    case 256: return DecodeAs<T, 256>(p, num_seqs, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchMmaDecode(const AttnParams& p, CacheDtype dtype, int32_t head_dim,
+                            int32_t num_seqs, cudaStream_t stream) {
+  switch (dtype) {
+    case CacheDtype::kFloat16: return DecodeDtype<__half>(p, head_dim, num_seqs, stream);
+    case CacheDtype::kBFloat16: return DecodeDtype<__nv_bfloat16>(p, head_dim, num_seqs, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace folio::kernels::gpu::internal
