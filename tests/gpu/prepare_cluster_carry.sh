@@ -12,7 +12,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${1:-$ROOT/build}"
-BINARIES=(folio folio-scheduler folio-worker cuda_worker_test)
+BINARIES=(folio folio-scheduler folio-worker cuda_worker_test folio_bench_serving)
 STAGE="$(mktemp -d)"
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/bin" "$STAGE/lib"
