@@ -9,8 +9,9 @@
 //       shuffled block ids; bandwidth = K and V bytes read per call / time;
 //       each on the CUDA-core and the tensor-core kernel and the automatic
 //       choice.
-// cudaEvent timing, warm-up, median of 20 iterations. Prints a table: case,
-// us, GB/s, % of copy bandwidth.
+// cudaEvent timing with the call queued behind a spin kernel (launch latency
+// not counted), warm-up, median of 20 iterations. Prints a table: case, us,
+// GB/s, % of copy bandwidth.
 // Exit: 0 (whatever the figures), 1 on a CUDA error, 77 without a device.
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -49,15 +50,34 @@ __global__ void Fill(T* p, size_t n, uint32_t salt) {
   }
 }
 
-// Median time in microseconds of `iters` runs of fn (after warm-up).
+// Keeps the GPU busy for ~`ns` nanoseconds, so that the work queued behind it
+// is already waiting when it ends.
+__global__ void Spin(long long ns) {
+  long long t0 = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+// Median time in microseconds of `iters` runs of fn (after warm-up). Each
+// timed run is queued behind a 200 us spin kernel: the start event fires
+// when fn's work is already queued, so the host's launch latency (large
+// under some container runtimes) is not counted; a serving loop queues its
+// launches ahead of the GPU the same way.
+// queued = false times the call on an idle GPU instead (launch included).
 template <typename Fn>
-bool TimeMedian(Fn fn, cudaStream_t stream, double* us) {
+bool TimeMedian(Fn fn, cudaStream_t stream, bool queued, double* us) {
   cudaEvent_t start, stop;
   CHECK_CUDA_OR_FALSE(cudaEventCreate(&start));
   CHECK_CUDA_OR_FALSE(cudaEventCreate(&stop));
   for (int i = 0; i < kWarmup; ++i) CHECK_CUDA_OR_FALSE(fn());
   std::vector<double> times;
   for (int i = 0; i < kIters; ++i) {
+    if (queued) {
+      Spin<<<1, 1, 0, stream>>>(200000);
+      CHECK_CUDA_OR_FALSE(cudaGetLastError());
+    }
     CHECK_CUDA_OR_FALSE(cudaEventRecord(start, stream));
     CHECK_CUDA_OR_FALSE(fn());
     CHECK_CUDA_OR_FALSE(cudaEventRecord(stop, stream));
@@ -79,15 +99,16 @@ bool CopyBandwidth(cudaStream_t stream, double* gbps) {
   CHECK_CUDA_OR_FALSE(src.Alloc(kBytes));
   CHECK_CUDA_OR_FALSE(dst.Alloc(kBytes));
   CHECK_CUDA_OR_FALSE(cudaMemsetAsync(src.data(), 1, kBytes, stream));
-  double us = 0;
-  const bool ok = TimeMedian(
-      [&] {
-        return cudaMemcpyAsync(dst.data(), src.data(), kBytes, cudaMemcpyDeviceToDevice, stream);
-      },
-      stream, &us);
-  if (!ok) return false;
+  double us = 0, idle_us = 0;
+  auto copy = [&] {
+    return cudaMemcpyAsync(dst.data(), src.data(), kBytes, cudaMemcpyDeviceToDevice, stream);
+  };
+  if (!TimeMedian(copy, stream, true, &us) || !TimeMedian(copy, stream, false, &idle_us)) {
+    return false;
+  }
   *gbps = 2.0 * kBytes / (us * 1e-6) / 1e9;
-  std::printf("%-40s %10.1f %9.1f %8s\n", "memcpy D2D 1 GiB (r+w 2 GiB)", us, *gbps, "100.0%");
+  std::printf("%-40s %10.1f %9.1f %8s %10.1f %8.1f%%\n", "memcpy D2D 1 GiB (r+w 2 GiB)", us,
+              *gbps, "100.0%", idle_us, 100.0 * us / idle_us);
   return true;
 }
 
@@ -138,17 +159,35 @@ bool DecodeBandwidth(const DecodeCase& dc, gpu::GpuDecodeKernel kernel, double c
   const int32_t slice = gpu::ChooseDecodePartition(dc.num_seqs, dc.num_heads, dc.num_kv_heads,
                                                    dc.context, 0, sms);
   const float scale = 0.08838834764f;  // 1/sqrt(128)
-  double us = 0;
-  const bool ok = TimeMedian(
-      [&] {
-        return gpu::PagedAttentionDecode(q.data(), kv, bt, lens.data(), dc.context,
-                                         dc.num_heads, scale, ws_bytes > 0 ? ws.data() : nullptr,
-                                         ws_bytes, out.data(), stream, 0, kernel);
-      },
-      stream, &us);
-  if (!ok) return false;
-  const double bytes = 2.0 * dc.num_seqs * static_cast<double>(dc.context) * dc.num_kv_heads * kHeadDim *
-                       sizeof(__nv_bfloat16);
+  // A copy with the same traffic (reads + writes = the K/V bytes the decode
+  // reads): a reference with the same duration, so the same fixed ramp and
+  // tail costs, as the 1 GiB copy's are amortized over 0.5 ms.
+  const double bytes = 2.0 * dc.num_seqs * static_cast<double>(dc.context) * dc.num_kv_heads *
+                       kHeadDim * sizeof(__nv_bfloat16);
+  DeviceArray<uint8_t> copy_src, copy_dst;
+  const size_t copy_bytes = static_cast<size_t>(bytes / 2);
+  CHECK_CUDA_OR_FALSE(copy_src.Alloc(copy_bytes));
+  CHECK_CUDA_OR_FALSE(copy_dst.Alloc(copy_bytes));
+  CHECK_CUDA_OR_FALSE(cudaMemsetAsync(copy_src.data(), 1, copy_bytes, stream));
+  double same_copy_us = 0;
+  if (!TimeMedian(
+          [&] {
+            return cudaMemcpyAsync(copy_dst.data(), copy_src.data(), copy_bytes,
+                                   cudaMemcpyDeviceToDevice, stream);
+          },
+          stream, true, &same_copy_us)) {
+    return false;
+  }
+
+  double us = 0, idle_us = 0;
+  auto decode = [&] {
+    return gpu::PagedAttentionDecode(q.data(), kv, bt, lens.data(), dc.context, dc.num_heads,
+                                     scale, ws_bytes > 0 ? ws.data() : nullptr, ws_bytes,
+                                     out.data(), stream, 0, kernel);
+  };
+  if (!TimeMedian(decode, stream, true, &us) || !TimeMedian(decode, stream, false, &idle_us)) {
+    return false;
+  }
   const double gbps = bytes / (us * 1e-6) / 1e9;
   const char* kernel_name = kernel == gpu::GpuDecodeKernel::kSimt          ? "simt"
                             : kernel == gpu::GpuDecodeKernel::kTensorCores ? "mma"
@@ -156,7 +195,9 @@ bool DecodeBandwidth(const DecodeCase& dc, gpu::GpuDecodeKernel kernel, double c
   char name[64];
   std::snprintf(name, sizeof(name), "decode b%d ctx%d %d/%d slice=%d %s", dc.num_seqs,
                 dc.context, dc.num_heads, dc.num_kv_heads, slice, kernel_name);
-  std::printf("%-40s %10.1f %9.1f %7.1f%%\n", name, us, gbps, 100.0 * gbps / copy_gbps);
+  std::printf("%-40s %10.1f %9.1f %7.1f%% %10.1f %8.1f%% %10.1f%%\n", name, us, gbps,
+              100.0 * gbps / copy_gbps, idle_us,
+              100.0 * bytes / (idle_us * 1e-6) / 1e9 / copy_gbps, 100.0 * same_copy_us / us);
   return true;
 }
 
@@ -168,7 +209,12 @@ int Main() {
               kIters, kWarmup);
   cudaStream_t stream;
   if (cudaStreamCreate(&stream) != cudaSuccess) return gpu_check::kExitFail;
-  std::printf("%-40s %10s %9s %8s\n", "case", "us", "GB/s", "% copy");
+  std::printf("queued: timed behind a spin kernel (launch latency hidden); idle: on an idle\n"
+              "GPU, launch included (the copy's column: queued / idle time). %% copy: of the\n"
+              "1 GiB copy's GB/s; last column: of a copy moving the same bytes as the case\n"
+              "(its time / the case's time)\n");
+  std::printf("%-40s %10s %9s %8s %10s %9s %11s\n", "case", "us", "GB/s", "% copy", "idle us",
+              "% copy", "% same-copy");
   double copy_gbps = 0;
   bool ok = CopyBandwidth(stream, &copy_gbps);
   const DecodeCase cases[] = {
