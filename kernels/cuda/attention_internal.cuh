@@ -92,6 +92,18 @@ template <int n>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory");
 }
+
+// Slice `part` of a decode over a context of len positions: positions
+// [begin, end), and how many slices the context has (1 when not partitioned).
+struct DecodeSlice {
+  int begin, end, parts;
+};
+__device__ __forceinline__ DecodeSlice SliceOf(const AttnParams& p, int len, int part) {
+  if (p.partition_tokens <= 0) return {0, len, 1};
+  const int parts = min(p.max_parts, max(1, (len + p.partition_tokens - 1) / p.partition_tokens));
+  const int begin = part * p.partition_tokens;
+  return {begin, min(len, begin + p.partition_tokens), parts};
+}
 #endif  // __CUDACC__
 
 }  // namespace folio::kernels::gpu::internal

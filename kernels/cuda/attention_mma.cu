@@ -31,8 +31,6 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kBM = 16 * kWarps;  // query rows per CTA
 constexpr int kBN = 32;           // key positions per tile
 
-__device__ __forceinline__ float NegInf() { return __int_as_float(0xff800000); }
-
 template <typename T, int HD>
 struct MCfg {
   static constexpr int kStride = HD + 8;  // elements per padded smem row
@@ -102,106 +100,26 @@ __global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p)
     const int row = warp * 16 + g + 8 * r;
     limit[r] = row < nrows ? past + (r0 + row) / p.group : -1;
   }
-  float o[HD / 8][4];
-#pragma unroll
-  for (int nt = 0; nt < HD / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
-  float m[2] = {NegInf(), NegInf()};
-  float l[2] = {0.0f, 0.0f};
-
+  WarpRows<T, HD> w;
+  w.Init();
   const T* qw = q_s + (warp * 16 + g) * C::kStride + 2 * t;  // A fragment base
   for (int it = 0; it < ntiles; ++it) {
-    if (it + 1 < ntiles) {
-      load(kv_s + ((it + 1) & 1) * 2 * C::kKVElems, (it + 1) * kBN);
-    }
+    if (it + 1 < ntiles) load(kv_s + ((it + 1) & 1) * 2 * C::kKVElems, (it + 1) * kBN);
     CpAsyncCommit();
     CpAsyncWait<1>();  // tile it landed (this thread's copies)...
     __syncthreads();   // ...and everyone's; the q tile too
     const T* ks = kv_s + (it & 1) * 2 * C::kKVElems;
-    const T* vs = ks + C::kKVElems;
-
-    // S = Q K^T: 16 rows x kBN keys per warp.
-    float sacc[kBN / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) sacc[nt][0] = sacc[nt][1] = sacc[nt][2] = sacc[nt][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      uint32_t a[4];
-      a[0] = Lds32(qw + kk * 16);
-      a[1] = Lds32(qw + 8 * C::kStride + kk * 16);
-      a[2] = Lds32(qw + kk * 16 + 8);
-      a[3] = Lds32(qw + 8 * C::kStride + kk * 16 + 8);
-#pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt) {
-        const T* kr = ks + (nt * 8 + g) * C::kStride + kk * 16 + 2 * t;
-        Mma(sacc[nt], a, Lds32(kr), Lds32(kr + 8), T{});
-      }
-    }
-
-    // Causal mask and online softmax (base 2; q carries scale * log2 e).
     const int k0 = it * kBN;
-    float mx[2] = {NegInf(), NegInf()};
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int pos = k0 + nt * 8 + 2 * t + (e & 1);
-        if (pos > limit[e >> 1]) sacc[nt][e] = NegInf();
-        mx[e >> 1] = fmaxf(mx[e >> 1], sacc[nt][e]);
-      }
-    }
-    float m_use[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r]);
-      m_use[r] = m_new == NegInf() ? 0.0f : m_new;  // a row with nothing yet
-      const float alpha = exp2f(m[r] - m_use[r]);    // 0 when m was -inf
-      m[r] = m_new;
-      l[r] *= alpha;
-#pragma unroll
-      for (int nt = 0; nt < HD / 8; ++nt) {
-        o[nt][2 * r] *= alpha;
-        o[nt][2 * r + 1] *= alpha;
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        sacc[nt][e] = exp2f(sacc[nt][e] - m_use[e >> 1]);
-        l[e >> 1] += sacc[nt][e];  // this lane's columns; quad-reduced at the end
-      }
-    }
-
-    // O += P V. The S accumulators of key tiles 2kk, 2kk+1 are exactly the
-    // A fragment of the k16 step kk.
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-      uint32_t a[4];
-      a[0] = Pack(sacc[2 * kk][0], sacc[2 * kk][1], T{});
-      a[1] = Pack(sacc[2 * kk][2], sacc[2 * kk][3], T{});
-      a[2] = Pack(sacc[2 * kk + 1][0], sacc[2 * kk + 1][1], T{});
-      a[3] = Pack(sacc[2 * kk + 1][2], sacc[2 * kk + 1][3], T{});
-      // Matrix i of the ldmatrix: keys kk*16 + (i & 1) * 8 + row, dims +(i >> 1) * 8.
-      const int mi = lane >> 3;
-      const T* vrow = vs + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * C::kStride + (mi >> 1) * 8;
-#pragma unroll
-      for (int nt2 = 0; nt2 < HD / 16; ++nt2) {
-        uint32_t b[4];
-        LdMatrixX4Trans(vrow + nt2 * 16, b);
-        Mma(o[2 * nt2], a, b[0], b[1], T{});
-        Mma(o[2 * nt2 + 1], a, b[2], b[3], T{});
-      }
-    }
+    // Causal: row r sees positions up to its own.
+    w.template Attend<kBN, C::kStride>(qw, ks, ks + C::kKVElems, lane,
+                                       [&](int col, int r) { return k0 + col > limit[r]; });
     __syncthreads();  // this stage is refilled by the next iteration's copies
   }
 
-  // Finish the row sums across the quad and store acc / l.
+  // Store acc / l.
+  w.FinishSums();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     const int row = warp * 16 + g + 8 * r;
     if (row >= nrows) continue;
     const int flat = r0 + row;
@@ -209,11 +127,11 @@ __global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p)
                  ((int64_t{q0} + flat / p.group) * p.num_heads + kvh * p.group + flat % p.group) *
                      HD +
                  2 * t;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    const float inv = w.l[r] > 0.0f ? 1.0f / w.l[r] : 0.0f;
 #pragma unroll
     for (int nt = 0; nt < HD / 8; ++nt) {
       *reinterpret_cast<float2*>(dst + nt * 8) =
-          make_float2(o[nt][2 * r] * inv, o[nt][2 * r + 1] * inv);
+          make_float2(w.o[nt][2 * r] * inv, w.o[nt][2 * r + 1] * inv);
     }
   }
 }

@@ -33,8 +33,6 @@ constexpr int kRows = kMmaDecodeRows;  // query rows per CTA: one m16 tile
 constexpr int kWarpKeys = 16;          // positions per warp per stage
 constexpr int kStageKeys = kWarps * kWarpKeys;
 
-__device__ __forceinline__ float NegInf() { return __int_as_float(0xff800000); }
-
 template <typename T, int HD>
 struct DCfg {
   static constexpr int kStride = HD + 8;  // elements per padded smem row
@@ -64,14 +62,11 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
   const int first = (blockIdx.x % p.row_chunks) * kRows;  // first head of the group
   const int nrows = min(kRows, p.group - first);
   const int part = blockIdx.z;
-  const int len = p.context_lens[s];
-  const bool partitioned = p.partition_tokens > 0;
-  const int parts =
-      partitioned ? min(p.max_parts, max(1, (len + p.partition_tokens - 1) / p.partition_tokens))
-                  : 1;
-  if (part >= parts) return;  // whole CTA, before any barrier
-  const int begin = partitioned ? part * p.partition_tokens : 0;
-  const int end = partitioned ? min(len, begin + p.partition_tokens) : len;
+  const DecodeSlice slice = SliceOf(p, p.context_lens[s], part);
+  if (part >= slice.parts) return;  // whole CTA, before any barrier
+  const int begin = slice.begin;
+  const int end = slice.end;
+  const int parts = slice.parts;
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -108,12 +103,8 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
     *reinterpret_cast<uint2*>(q_s + row * C::kStride + c4 * 4) = packed;
   }
 
-  float o[HD / 8][4];
-#pragma unroll
-  for (int nt = 0; nt < HD / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
-  float m[2] = {NegInf(), NegInf()};  // rows g and g + 8
-  float l[2] = {0.0f, 0.0f};
-
+  WarpRows<T, HD> w;
+  w.Init();
   const T* qw = q_s + g * C::kStride + 2 * t;  // A fragment base
   for (int it = 0; it < ntiles; ++it) {
     CpAsyncWait<C::kStages - 2>();  // stage `it` landed (this thread's copies)...
@@ -124,89 +115,14 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
     const int k0 = begin + it * kStageKeys + warp * kWarpKeys;
     if (k0 >= end) continue;  // warp-uniform; the next barrier is at the loop top
     const T* ks = kv_s + (it % C::kStages) * 2 * C::kKVElems + warp * kWarpKeys * C::kStride;
-    const T* vs = ks + C::kKVElems;
-
-    // S = Q K^T: 16 rows x 16 positions.
-    float sacc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      uint32_t a[4];
-      a[0] = Lds32(qw + kk * 16);
-      a[1] = Lds32(qw + 8 * C::kStride + kk * 16);
-      a[2] = Lds32(qw + kk * 16 + 8);
-      a[3] = Lds32(qw + 8 * C::kStride + kk * 16 + 8);
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const T* kr = ks + (nt * 8 + g) * C::kStride + kk * 16 + 2 * t;
-        Mma(sacc[nt], a, Lds32(kr), Lds32(kr + 8), T{});
-      }
-    }
-
-    // Positions past the end (zero-filled K) and online softmax, base 2.
-    float mx[2] = {NegInf(), NegInf()};
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (k0 + nt * 8 + 2 * t + (e & 1) >= end) sacc[nt][e] = NegInf();
-        mx[e >> 1] = fmaxf(mx[e >> 1], sacc[nt][e]);
-      }
-    }
-    float m_use[2], alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[r], mx[r]);
-      m_use[r] = m_new == NegInf() ? 0.0f : m_new;  // a row with nothing yet
-      alpha[r] = exp2f(m[r] - m_use[r]);            // 0 when m was -inf
-      m[r] = m_new;
-      l[r] *= alpha[r];
-    }
-    // Once the running maxima settle alpha is exactly 1: skip the rescale.
-    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-      for (int nt = 0; nt < HD / 8; ++nt) {
-        o[nt][0] *= alpha[0];
-        o[nt][1] *= alpha[0];
-        o[nt][2] *= alpha[1];
-        o[nt][3] *= alpha[1];
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        sacc[nt][e] = exp2f(sacc[nt][e] - m_use[e >> 1]);
-        l[e >> 1] += sacc[nt][e];  // this lane's columns; quad-reduced at the end
-      }
-    }
-
-    // O += P V: the two S tiles are exactly the A fragment of one k16 step.
-    uint32_t a[4];
-    a[0] = Pack(sacc[0][0], sacc[0][1], T{});
-    a[1] = Pack(sacc[0][2], sacc[0][3], T{});
-    a[2] = Pack(sacc[1][0], sacc[1][1], T{});
-    a[3] = Pack(sacc[1][2], sacc[1][3], T{});
-    // Matrix i of the ldmatrix: positions (i & 1) * 8 + row, dims +(i >> 1) * 8.
-    const int mi = lane >> 3;
-    const T* vrow = vs + ((mi & 1) * 8 + (lane & 7)) * C::kStride + (mi >> 1) * 8;
-#pragma unroll
-    for (int nt2 = 0; nt2 < HD / 16; ++nt2) {
-      uint32_t b[4];
-      LdMatrixX4Trans(vrow + nt2 * 16, b);
-      Mma(o[2 * nt2], a, b[0], b[1], T{});
-      Mma(o[2 * nt2 + 1], a, b[2], b[3], T{});
-    }
+    // Positions past the end are zero-filled K: masked.
+    w.template Attend<kWarpKeys, C::kStride>(qw, ks, ks + C::kKVElems, lane,
+                                             [&](int col, int) { return k0 + col >= end; });
   }
 
   // Merge the four warps' states. The pipeline memory is free once every
   // copy has landed and every warp has left the loop.
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
+  w.FinishSums();
   CpAsyncWait<0>();
   __syncthreads();
   float* red_m = reinterpret_cast<float*>(smem_raw);  // [kWarps][kRows]
@@ -216,13 +132,13 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
   for (int r = 0; r < 2; ++r) {
     const int wr = warp * kRows + g + 8 * r;
     if (t == 0) {
-      red_m[wr] = m[r];
-      red_l[wr] = l[r];
+      red_m[wr] = w.m[r];
+      red_l[wr] = w.l[r];
     }
 #pragma unroll
     for (int nt = 0; nt < HD / 8; ++nt) {
       *reinterpret_cast<float2*>(red_o + wr * HD + nt * 8 + 2 * t) =
-          make_float2(o[nt][2 * r], o[nt][2 * r + 1]);
+          make_float2(w.o[nt][2 * r], w.o[nt][2 * r + 1]);
     }
   }
   __syncthreads();

@@ -363,13 +363,11 @@ __global__ void __launch_bounds__(kThreads, MinCtasPerSm(HPT)) SimtDecodeKernel(
   const int chunk = blockIdx.x % p.row_chunks;
   const int part = blockIdx.z;
   const int len = p.context_lens[s];
-  const bool partitioned = p.partition_tokens > 0;
-  const int parts =
-      partitioned ? min(p.max_parts, max(1, (len + p.partition_tokens - 1) / p.partition_tokens))
-                  : 1;
-  if (part >= parts) return;  // whole CTA: before any barrier
-  const int begin = partitioned ? part * p.partition_tokens : 0;
-  const int end = partitioned ? min(len, begin + p.partition_tokens) : len;
+  const DecodeSlice slice = SliceOf(p, len, part);
+  if (part >= slice.parts) return;  // whole CTA: before any barrier
+  const int begin = slice.begin;
+  const int end = slice.end;
+  const int parts = slice.parts;
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -416,9 +414,7 @@ __global__ void __launch_bounds__(kThreads, MinCtasPerSm(HPT)) SimtDecodeKernel(
 __global__ void DecodeReduceKernel(const AttnParams p, int head_dim) {
   const int h = blockIdx.x;
   const int s = blockIdx.y;
-  const int len = p.context_lens[s];
-  const int parts =
-      min(p.max_parts, max(1, (len + p.partition_tokens - 1) / p.partition_tokens));
+  const int parts = SliceOf(p, p.context_lens[s], 0).parts;
   if (parts <= 1) return;
   const int64_t row = int64_t{s} * p.num_heads + h;
   const float* mx = p.part_max + row * p.max_parts;

@@ -1,6 +1,7 @@
 // Internal to kernels/cuda/attention_mma*.cu: the warp-level tensor-core
-// pieces (mma.sync.m16n8k16 with fp32 accumulation, ldmatrix, 16-bit packing)
-// that the paged prefill and the GQA decode share. sm_80 and later.
+// pieces (mma.sync.m16n8k16 with fp32 accumulation, ldmatrix, 16-bit packing,
+// one warp's attention over a K/V tile, the K/V tile loader) that the paged
+// prefill and the GQA decode share. sm_80 and later.
 #ifndef FOLIO_KERNELS_CUDA_MMA_FRAGMENTS_CUH_
 #define FOLIO_KERNELS_CUDA_MMA_FRAGMENTS_CUH_
 
@@ -62,6 +63,128 @@ __device__ __forceinline__ void LdMatrixX4Trans(const void* row_addr, uint32_t* 
 __device__ __forceinline__ uint32_t Lds32(const void* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
+
+__device__ __forceinline__ float NegInf() { return __int_as_float(0xff800000); }
+
+// One warp's 16 query rows of a FlashAttention-2 pass over K/V tiles in shared
+// memory, with fp32 accumulation and a base-2 softmax (q carries scale *
+// log2 e). Lane (g = lane / 4, t = lane % 4) holds rows g and g + 8 in the mma
+// C layout: o[nt][0..1] are row g, dims nt * 8 + 2t + {0, 1}; o[nt][2..3] row
+// g + 8. The prefill and the decode kernels differ only in which rows and
+// positions a warp takes and which positions it masks.
+template <typename T, int HD>
+struct WarpRows {
+  float o[HD / 8][4];
+  float m[2];  // running max of rows g, g + 8; -inf before any position
+  float l[2];  // running sum over this lane's columns; FinishSums adds the quad's
+
+  __device__ __forceinline__ void Init() {
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+    m[0] = m[1] = NegInf();
+    l[0] = l[1] = 0.0f;
+  }
+
+  // Attends kN positions (a multiple of 16): their K rows at ks and V rows at
+  // vs, kStride elements apart; the A fragments of Q at qw (the q tile + g *
+  // kStride + 2t). masked(col, r) drops position col of the tile for row g
+  // (r = 0) or g + 8 (r = 1); a dropped position's K may be anything finite.
+  template <int kN, int kStride, class Masked>
+  __device__ __forceinline__ void Attend(const T* qw, const T* ks, const T* vs, int lane,
+                                         Masked masked) {
+    static_assert(kN % 16 == 0);
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    // S = Q K^T: 16 rows x kN positions.
+    float s[kN / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kN / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = Lds32(qw + kk * 16);
+      a[1] = Lds32(qw + 8 * kStride + kk * 16);
+      a[2] = Lds32(qw + kk * 16 + 8);
+      a[3] = Lds32(qw + 8 * kStride + kk * 16 + 8);
+#pragma unroll
+      for (int nt = 0; nt < kN / 8; ++nt) {
+        const T* kr = ks + (nt * 8 + g) * kStride + kk * 16 + 2 * t;
+        Mma(s[nt], a, Lds32(kr), Lds32(kr + 8), T{});
+      }
+    }
+
+    // Mask, then the online-softmax update.
+    float mx[2] = {NegInf(), NegInf()};
+#pragma unroll
+    for (int nt = 0; nt < kN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (masked(nt * 8 + 2 * t + (e & 1), e >> 1)) s[nt][e] = NegInf();
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+      }
+    }
+    float m_use[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[r], mx[r]);
+      m_use[r] = m_new == NegInf() ? 0.0f : m_new;  // a row with nothing yet
+      alpha[r] = exp2f(m[r] - m_use[r]);            // 0 when m was -inf
+      m[r] = m_new;
+      l[r] *= alpha[r];
+    }
+    // Once the running maxima settle alpha is exactly 1: skip the rescale.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+      for (int nt = 0; nt < HD / 8; ++nt) {
+        o[nt][0] *= alpha[0];
+        o[nt][1] *= alpha[0];
+        o[nt][2] *= alpha[1];
+        o[nt][3] *= alpha[1];
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[nt][e] = exp2f(s[nt][e] - m_use[e >> 1]);
+        l[e >> 1] += s[nt][e];
+      }
+    }
+
+    // O += P V. The S accumulators of position tiles 2kk, 2kk + 1 are
+    // exactly the A fragment of the k16 step kk.
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = Pack(s[2 * kk][0], s[2 * kk][1], T{});
+      a[1] = Pack(s[2 * kk][2], s[2 * kk][3], T{});
+      a[2] = Pack(s[2 * kk + 1][0], s[2 * kk + 1][1], T{});
+      a[3] = Pack(s[2 * kk + 1][2], s[2 * kk + 1][3], T{});
+      // Matrix i of the ldmatrix: positions kk*16 + (i & 1) * 8 + row, dims
+      // +(i >> 1) * 8.
+      const int mi = lane >> 3;
+      const T* vrow = vs + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * kStride + (mi >> 1) * 8;
+#pragma unroll
+      for (int nt2 = 0; nt2 < HD / 16; ++nt2) {
+        uint32_t b[4];
+        LdMatrixX4Trans(vrow + nt2 * 16, b);
+        Mma(o[2 * nt2], a, b[0], b[1], T{});
+        Mma(o[2 * nt2 + 1], a, b[2], b[3], T{});
+      }
+    }
+  }
+
+  // After the last Attend: l becomes each row's whole sum in every lane.
+  __device__ __forceinline__ void FinishSums() {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+  }
+};
 
 // Issues the cp.async copies of K/V positions [p0, p0 + kKeys) of one KV
 // head into two tiles of rows kStride elements apart (K to k_dst, V to
