@@ -20,9 +20,11 @@
 // sums and gathers device memory through an NCCL Communicator
 // (worker/nccl_communicator.h).
 //
-// Only in builds with CUDA (library folio_worker_cuda). NOT YET RUN ON A
-// GPU: it compiles and links here; tests/worker/cuda_worker_test.cc checks it
-// against CpuWorker where a device exists.
+// Only in builds with CUDA (library folio_worker_cuda).
+// tests/worker/cuda_worker_test.cc checks it against CpuWorker where a device
+// exists (it passed on an H200, as did a served cluster on --device cuda:
+// tests/gpu/run_cluster.sh); NCCL tensor parallelism across 2+ GPUs has not
+// run yet.
 //
 // Thread-compatible: the caller serializes every call; each call makes the
 // worker's device current on the calling thread.
