@@ -1,6 +1,7 @@
-// The ModelRunner workload the tensor-parallel tests share: ranks on threads,
-// two prefills (7 and 20 tokens) then one decode each, the logits of every
-// row. Header-only, for tests/worker.
+// The workloads the tensor-parallel tests share, ranks on threads: a
+// ModelRunner one (two prefills of 7 and 20 tokens, then one decode each, the
+// logits of every row) and a served one (greedy generation through a real
+// Scheduler and CpuWorkers). Header-only, for tests/worker.
 #ifndef FOLIO_TESTS_WORKER_RUNNER_WORKLOAD_H_
 #define FOLIO_TESTS_WORKER_RUNNER_WORKLOAD_H_
 
@@ -12,8 +13,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "scheduler/scheduler.h"
+#include "tests/worker/worker_test_util.h"
 #include "worker/cache_engine.h"
 #include "worker/communicator.h"
+#include "worker/cpu_worker.h"
 #include "worker/model_runner.h"
 #include "worker/model_weights.h"
 
@@ -77,6 +82,56 @@ inline absl::Status RunTwoStepWorkload(const std::string& dir, int rank, int wor
     tokens[1].push_back(998);
   }
   return absl::OkStatus();
+}
+
+// Greedy generation of MixedPrompts(vocab, 10, 7) through a real Scheduler
+// (chunked prefills mixed with decodes) and one CpuWorker per entry of
+// `comms`: rank r joins the group through comms[r] (null for a rank alone).
+// Returns each request's tokens; fails if a rank other than 0 returns samples
+// or a KV block is not back in the pool at the end.
+inline absl::StatusOr<std::vector<std::vector<TokenId>>> GenerateOnRanks(
+    const std::string& dir, const std::vector<Communicator*>& comms) {
+  constexpr int32_t kBlocks = 64;
+  const int world = static_cast<int>(comms.size());
+  std::vector<std::unique_ptr<CpuWorker>> workers(world);
+  for (int r = 0; r < world; ++r) {
+    CpuWorker::Options o;
+    o.model_dir = dir;
+    o.shard = ShardSpec{r, world};
+    o.block_size = 8;
+    o.num_device_blocks = kBlocks;
+    o.num_host_blocks = 16;
+    o.communicator = comms[r];
+    absl::StatusOr<std::unique_ptr<CpuWorker>> w = CpuWorker::Create(o);
+    if (!w.ok()) return w.status();
+    workers[r] = std::move(*w);
+  }
+  SchedulerConfig sc;
+  sc.block_size = 8;
+  sc.num_device_blocks = kBlocks;
+  sc.num_host_blocks = 16;
+  sc.max_num_batched_tokens = 48;  // chunked prefills mixed with decodes
+  sc.max_model_len = 128;
+  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(sc);
+  if (!scheduler.ok()) return scheduler.status();
+  const int32_t vocab = workers[0]->config().vocab_size;
+  auto tokens = RunGreedy(**scheduler, MixedPrompts(vocab, 10, 7),
+                          [&](const StepPlan& plan) -> absl::StatusOr<StepResult> {
+    std::vector<absl::StatusOr<StepResult>> results(world, absl::UnknownError("not run"));
+    OnRanks(world, [&](int r) { results[r] = workers[r]->Execute(plan); });
+    for (int r = 1; r < world; ++r) {
+      if (!results[r].ok()) return results[r].status();
+      if (!results[r]->samples.empty()) return absl::InternalError("samples from rank != 0");
+    }
+    return results[0];
+  });
+  if (!tokens.ok()) return tokens.status();
+  const int32_t free_blocks = (*scheduler)->kv_cache().num_free_device_blocks();
+  if (free_blocks != kBlocks) {
+    return absl::InternalError(
+        absl::StrCat(free_blocks, " of ", kBlocks, " KV blocks free after the workload"));
+  }
+  return tokens;
 }
 
 }  // namespace folio::testing

@@ -423,43 +423,12 @@ TEST_P(ShmTensorParallelTest, LogitsMatchOneRankAndLocalCommunicatorBits) {
 }
 
 std::vector<std::vector<TokenId>> Generate(const std::string& dir, int world, bool shm) {
-  constexpr int32_t kBlocks = 64;
   auto comms = Group(world, shm);
-  std::vector<std::unique_ptr<CpuWorker>> workers(world);
-  for (int r = 0; r < world; ++r) {
-    CpuWorker::Options o;
-    o.model_dir = dir;
-    o.shard = ShardSpec{r, world};
-    o.block_size = 8;
-    o.num_device_blocks = kBlocks;
-    o.num_host_blocks = 16;
-    o.communicator = comms[r].get();
-    absl::StatusOr<std::unique_ptr<CpuWorker>> w = CpuWorker::Create(o);
-    EXPECT_TRUE(w.ok()) << w.status();
-    if (!w.ok()) return {};
-    workers[r] = std::move(*w);
-  }
-  SchedulerConfig sc;
-  sc.block_size = 8;
-  sc.num_device_blocks = kBlocks;
-  sc.num_host_blocks = 16;
-  sc.max_num_batched_tokens = 48;
-  sc.max_model_len = 128;
-  absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(sc);
-  EXPECT_TRUE(scheduler.ok()) << scheduler.status();
-  if (!scheduler.ok()) return {};
-  const int32_t vocab = workers[0]->config().vocab_size;
-  auto tokens = testing::RunGreedy(**scheduler, testing::MixedPrompts(vocab, 10, 7),
-                                   [&](const StepPlan& plan) -> absl::StatusOr<StepResult> {
-    std::vector<absl::StatusOr<StepResult>> results(world, absl::UnknownError("not run"));
-    OnRanks(world, [&](int r) { results[r] = workers[r]->Execute(plan); });
-    for (int r = 1; r < world; ++r) {
-      if (!results[r].ok()) return results[r].status();
-    }
-    return results[0];
-  });
+  std::vector<Communicator*> ranks;
+  for (auto& c : comms) ranks.push_back(c.get());
+  auto tokens = testing::GenerateOnRanks(dir, ranks);
   EXPECT_TRUE(tokens.ok()) << tokens.status();
-  return tokens.ok() ? *tokens : std::vector<std::vector<TokenId>>{};
+  return tokens.ok() ? *std::move(tokens) : std::vector<std::vector<TokenId>>{};
 }
 
 TEST_P(ShmTensorParallelTest, GreedyTokensMatchOneRank) {
