@@ -7,6 +7,7 @@
 # finds it there.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$ROOT/tests/gpu/gpu_carry.sh"
 SRC="${NLOHMANN_SRC:-/usr/include/nlohmann}"
 if [[ ! -f "$SRC/json.hpp" ]]; then
   echo "prepare_carry.sh: $SRC/json.hpp not found (apt-get install nlohmann-json3-dev)" >&2
@@ -15,8 +16,5 @@ fi
 mkdir -p "$ROOT/.gpu-carry/include"
 rm -rf "$ROOT/.gpu-carry/include/nlohmann"
 cp -r "$SRC" "$ROOT/.gpu-carry/include/nlohmann"
-EXCLUDE="$ROOT/.git/info/exclude"
-if [[ -d "$ROOT/.git" ]] && ! grep -qx '/.gpu-carry/' "$EXCLUDE" 2>/dev/null; then
-  echo '/.gpu-carry/' >>"$EXCLUDE"
-fi
+exclude_gpu_carry
 du -sh "$ROOT/.gpu-carry"

@@ -11,6 +11,7 @@
 #   tests/gpu/prepare_cluster_carry.sh [BUILD_DIR (build)]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$ROOT/tests/gpu/gpu_carry.sh"
 BUILD_DIR="${1:-$ROOT/build}"
 BINARIES=(folio folio-scheduler folio-worker cuda_worker_test folio_bench_serving)
 STAGE="$(mktemp -d)"
@@ -29,8 +30,5 @@ for b in "${BINARIES[@]}"; do ldd "$BUILD_DIR/bin/$b"; done |
   while read -r lib; do cp -L "$lib" "$STAGE/lib/"; done
 mkdir -p "$ROOT/.gpu-carry"
 tar -C "$STAGE" -cJf "$ROOT/.gpu-carry/cluster.tar.xz" bin lib
-EXCLUDE="$ROOT/.git/info/exclude"
-if [[ -d "$ROOT/.git" ]] && ! grep -qx '/.gpu-carry/' "$EXCLUDE" 2>/dev/null; then
-  echo '/.gpu-carry/' >>"$EXCLUDE"
-fi
+exclude_gpu_carry
 ls -la "$ROOT/.gpu-carry/cluster.tar.xz"

@@ -12,20 +12,13 @@
 set -uo pipefail
 DEVICE="${DEVICE:-cuda}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-ARCHIVE="$ROOT/.gpu-carry/cluster.tar.xz"
+source "$ROOT/tests/gpu/gpu_carry.sh"
 MODEL="$ROOT/models/folio-demo"
-if [[ ! -f "$ARCHIVE" ]]; then
-  echo "run_cluster.sh: $ARCHIVE missing (tests/gpu/prepare_cluster_carry.sh)" >&2
-  exit 1
-fi
+unpack_cluster run_cluster.sh
 if [[ "$DEVICE" == cuda ]] && ! nvidia-smi -L >/dev/null 2>&1; then
   echo "run_cluster.sh: no NVIDIA GPU visible: skipped"
   exit 77
 fi
-DIR="$(mktemp -d)"
-tar -C "$DIR" -xJf "$ARCHIVE"
-export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
-B="$DIR/bin"
 failed=()
 
 echo "== cuda_worker_test"
@@ -40,7 +33,7 @@ echo "folio run (CPU): $want"
 # Serves the demo model on cuda with extra scheduler flags; prints the
 # greedy text folio generate streamed.
 serve_and_generate() {
-  local log="$DIR/serve.$RANDOM.log"
+  local log="$CLUSTER_DIR/serve.$RANDOM.log"
   "$B/folio" serve --model "$MODEL" --device "$DEVICE" --port 50551 --worker-base-port 50561 \
     --metrics-port 0 "$@" >"$log" 2>&1 &
   local serve=$!
@@ -74,7 +67,6 @@ if [[ "$DEVICE" == cuda ]]; then  # the CPU worker computes in float32 only
   fi
 fi
 
-rm -rf "$DIR"
 if [[ ${#failed[@]} -gt 0 ]]; then
   printf 'FAILED: %s\n' "${failed[@]}"
   exit 1

@@ -6,16 +6,8 @@
 # run (e.g. --threads 4).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-ARCHIVE="$ROOT/.gpu-carry/cluster.tar.xz"
-if [[ ! -f "$ARCHIVE" ]]; then
-  echo "run_serving_bench.sh: $ARCHIVE missing (tests/gpu/prepare_cluster_carry.sh)" >&2
-  exit 1
-fi
-DIR="$(mktemp -d)"
-trap 'rm -rf "$DIR"' EXIT
-tar -C "$DIR" -xJf "$ARCHIVE"
-export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
-B="$DIR/bin"
+source "$ROOT/tests/gpu/gpu_carry.sh"
+unpack_cluster run_serving_bench.sh
 echo "cores: $(nproc); $(grep -m1 'model name' /proc/cpuinfo || true)"
 BENCH=("$B/folio_bench_serving" --bin-dir "$B" --model "$ROOT/models/folio-demo")
 echo "== round trip"
