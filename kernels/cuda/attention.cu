@@ -30,11 +30,22 @@ int32_t Log2(int32_t x) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Query rows (heads of a group) one decode CTA serves; larger groups are cut
-// into chunks of this many rows, separate CTAs that share K/V through L2.
-constexpr int32_t kMaxDecodeRows = 8;
+// Query rows (heads of a group) one SIMT decode CTA serves; larger groups
+// are cut into chunks of this many rows, separate CTAs that share K/V
+// through L2. A tensor-core CTA serves one m16 tile (kMmaDecodeRows).
+constexpr int32_t kMaxSimtDecodeRows = 8;
 
-int32_t DecodeRowsPerCta(int32_t group) { return std::min(group, kMaxDecodeRows); }
+// Whether the decode runs on tensor cores: forced, or by default for GQA
+// over 16-bit caches (MHA, which the SIMT kernel already streams at copy
+// bandwidth, and fp32 caches stay on CUDA cores).
+bool DecodeOnTensorCores(GpuDecodeKernel kernel, CacheDtype dtype, int32_t group) {
+  return kernel == GpuDecodeKernel::kTensorCores ||
+         (kernel == GpuDecodeKernel::kAuto && dtype != CacheDtype::kFloat32 && group >= 2);
+}
+
+int32_t DecodeRowsPerCta(bool tensor_cores, int32_t group) {
+  return tensor_cores ? internal::kMmaDecodeRows : std::min(group, kMaxSimtDecodeRows);
+}
 
 // SM count of the current device, cached per device (lock-free; a race
 // only queries the attribute twice).
@@ -110,19 +121,19 @@ bool ValidateGpuPagedKvLayer(const GpuPagedKvLayer& kv, std::string* error) {
 }
 
 int32_t ChooseDecodePartition(int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
-                              int32_t max_context_len, int32_t partition_tokens,
-                              int32_t num_sms) {
+                              int32_t max_context_len, int32_t partition_tokens, int32_t num_sms,
+                              CacheDtype dtype, GpuDecodeKernel kernel) {
   if (partition_tokens != 0) return partition_tokens < 0 ? -1 : partition_tokens;
   if (max_context_len < 2 * kGpuMinAutoPartitionTokens || num_seqs <= 0 || num_kv_heads <= 0 ||
       num_heads < num_kv_heads) {
     return -1;
   }
-  const int64_t group = num_heads / num_kv_heads;
-  const int64_t ctas = int64_t{num_seqs} * num_kv_heads *
-                       CeilDiv(group, DecodeRowsPerCta(static_cast<int32_t>(group)));
+  const int32_t group = num_heads / num_kv_heads;
+  const int32_t rows = DecodeRowsPerCta(DecodeOnTensorCores(kernel, dtype, group), group);
+  const int64_t ctas = int64_t{num_seqs} * num_kv_heads * CeilDiv(group, rows);
   const int64_t sms = std::max(num_sms, 1);
-  // Two resident CTAs per SM keep enough K/V bytes in flight (each has up to
-  // two 16 KiB tiles outstanding); fewer leave bandwidth unused.
+  // Two resident CTAs per SM keep enough K/V bytes in flight (each has at
+  // least two 16 KiB tiles outstanding); fewer leave bandwidth unused.
   if (ctas >= 2 * sms) return -1;
   const int64_t parts = CeilDiv(4 * sms, ctas);
   const int64_t q = kGpuMinAutoPartitionTokens;
@@ -179,12 +190,8 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
   if (num_seqs == 0) return cudaSuccess;
 
   AttnParams p = BaseParams(q, kv, tables, context_lens, num_heads, scale, out);
-  // GQA over 16-bit caches runs on tensor cores (one m16 tile of query heads
-  // per CTA); MHA, which the SIMT kernel already streams at copy bandwidth,
-  // and fp32 caches on CUDA cores.
-  const bool tensor_cores = kernel == GpuDecodeKernel::kTensorCores ||
-                            (kernel == GpuDecodeKernel::kAuto && sixteen_bit && p.group >= 2);
-  p.rows_per_cta = tensor_cores ? internal::kMmaDecodeRows : DecodeRowsPerCta(p.group);
+  const bool tensor_cores = DecodeOnTensorCores(kernel, kv.dtype, p.group);
+  p.rows_per_cta = DecodeRowsPerCta(tensor_cores, p.group);
   p.row_chunks = static_cast<int32_t>(CeilDiv(p.group, p.rows_per_cta));
   // SIMT: 1, 2 or 4 warps take different rows, the others share the keys of
   // the same rows. heads_per_thread covers the rest.
@@ -195,7 +202,7 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
   const int32_t slice =
       partition_tokens == 0
           ? ChooseDecodePartition(num_seqs, num_heads, kv.num_kv_heads, max_context_len, 0,
-                                  CurrentDeviceSms())
+                                  CurrentDeviceSms(), kv.dtype, kernel)
           : partition_tokens;
   const int64_t parts = slice > 0 ? std::max<int64_t>(1, CeilDiv(max_context_len, slice)) : 1;
   if (parts > 65535) return cudaErrorInvalidValue;

@@ -65,19 +65,23 @@ inline constexpr int32_t kGpuMinAutoPartitionTokens = 256;
 size_t PagedAttentionDecodeWorkspaceBytes(int32_t num_seqs, int32_t num_heads, int32_t head_dim,
                                           int32_t max_context_len, int32_t partition_tokens = 0);
 
-// The slice length the decode will use: -1 (no partitioning) or > 0.
-// partition_tokens: -1 -> -1; > 0 -> itself; 0 -> automatic: slice only when
-// the (sequence, KV head) CTAs would fill fewer than 2 per SM of
-// `num_sms` and max_context_len >= 2 * kGpuMinAutoPartitionTokens; then
-// slices of a multiple of kGpuMinAutoPartitionTokens such that there are
-// about 4 CTAs per SM. Pure function (host), exposed for tests.
-int32_t ChooseDecodePartition(int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
-                              int32_t max_context_len, int32_t partition_tokens, int32_t num_sms);
-
 // Which decode kernel runs. kAuto: tensor cores for GQA (group >= 2) over
 // fp16/bf16 caches, CUDA cores otherwise. The others force one, for
 // benchmarks and checks; kTensorCores needs an fp16/bf16 cache.
 enum class GpuDecodeKernel : int32_t { kAuto = 0, kSimt = 1, kTensorCores = 2 };
+
+// The slice length the decode will use: -1 (no partitioning) or > 0.
+// partition_tokens: -1 -> -1; > 0 -> itself; 0 -> automatic: slice only when
+// the CTAs of the unsplit decode would fill fewer than 2 per SM of `num_sms`
+// and max_context_len >= 2 * kGpuMinAutoPartitionTokens; then slices of a
+// multiple of kGpuMinAutoPartitionTokens such that there are about 4 CTAs
+// per SM. The CTA count is that of the kernel `kernel` resolves to for
+// `dtype`: one per (sequence, KV head, chunk of query heads), chunks of 16
+// heads on tensor cores and of 8 on CUDA cores. Pure function (host),
+// exposed for tests.
+int32_t ChooseDecodePartition(int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
+                              int32_t max_context_len, int32_t partition_tokens, int32_t num_sms,
+                              CacheDtype dtype, GpuDecodeKernel kernel);
 
 // Decode: one query token per sequence, s < tables.num_seqs.
 // q, out: device fp32 [num_seqs][num_heads][head_dim]; tables.ids and

@@ -1,14 +1,20 @@
 // Internal to kernels/cuda/attention*.cu: kernel parameter blocks, the
 // per-path launchers the public entry points (attention.cu) dispatch to, and
-// (under __CUDACC__) the cp.async helpers the kernels share.
+// (under __CUDACC__) the launch dispatch and cp.async helpers the kernels
+// share.
 // Launchers do no argument checking (attention.cu did it) and return the
 // launch error.
 #ifndef FOLIO_KERNELS_CUDA_ATTENTION_INTERNAL_CUH_
 #define FOLIO_KERNELS_CUDA_ATTENTION_INTERNAL_CUH_
 
 #include <cuda_runtime_api.h>
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cache_layout.h"
 
@@ -72,6 +78,41 @@ cudaError_t LaunchMmaDecode(const AttnParams& p, CacheDtype dtype, int32_t head_
                             int32_t num_seqs, cudaStream_t stream);
 
 #if defined(__CUDACC__)
+// Calls launch(std::integral_constant<int, HD>{}) with head_dim (64, 128 or
+// 256) as a compile-time value and returns its result;
+// cudaErrorInvalidValue for any other head_dim.
+template <class Launch>
+cudaError_t DispatchHeadDim(int32_t head_dim, Launch&& launch) {
+  switch (head_dim) {
+    case 64: return launch(std::integral_constant<int, 64>{});
+    case 128: return launch(std::integral_constant<int, 128>{});
+    case 256: return launch(std::integral_constant<int, 256>{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// Calls launch(std::type_identity<T>{}, std::integral_constant<int, HD>{})
+// with the cache element type of dtype and head_dim as compile-time values;
+// cudaErrorInvalidValue for fp32 unless kWithFloat (16-bit-only kernels are
+// then never instantiated with float).
+template <bool kWithFloat, class Launch>
+cudaError_t DispatchCacheShape(CacheDtype dtype, int32_t head_dim, Launch&& launch) {
+  auto with_type = [&](auto type) -> cudaError_t {
+    return DispatchHeadDim(head_dim, [&](auto dim) { return launch(type, dim); });
+  };
+  switch (dtype) {
+    case CacheDtype::kFloat32:
+      if constexpr (kWithFloat) {
+        return with_type(std::type_identity<float>{});
+      } else {
+        return cudaErrorInvalidValue;
+      }
+    case CacheDtype::kFloat16: return with_type(std::type_identity<__half>{});
+    case CacheDtype::kBFloat16: return with_type(std::type_identity<__nv_bfloat16>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 // --- Device helpers shared by the kernels (Ampere+ cp.async, sm_80/sm_90).
 
 // Copies 16 bytes global -> shared without going through registers (L1

@@ -12,12 +12,11 @@
 // registers (row max/sum shared by the 4 lanes of a quad), rounds P to the
 // cache type and accumulates O += P V with V fragments from ldmatrix.trans.
 //
-// Shared-memory rows are padded by 16 bytes, which makes the 32-bit fragment
-// loads of Q and K and the ldmatrix rows of V conflict-free.
+// Shared-memory rows are padded (kPaddedRow) so fragment loads are
+// conflict-free.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <atomic>
 #include <cstring>
 
 #include "kernels/cuda/attention_internal.cuh"
@@ -33,12 +32,11 @@ constexpr int kBN = 32;           // key positions per tile
 
 template <typename T, int HD>
 struct MCfg {
-  static constexpr int kStride = HD + 8;  // elements per padded smem row
+  static constexpr int kStride = kPaddedRow<HD>;
   static constexpr int kQElems = kBM * kStride;
   static constexpr int kKVElems = kBN * kStride;
   static constexpr int kSmemBytes = (kQElems + 2 * 2 * kKVElems) * static_cast<int>(sizeof(T));
   static_assert(sizeof(T) == 2);
-  static_assert((kStride * 2) % 16 == 0, "rows stay 16-byte aligned");
 };
 
 // grid = (ceil(max_query_len * group / 64), num_seqs, num_kv_heads).
@@ -70,9 +68,10 @@ __global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p)
   const int32_t* table = p.block_tables + int64_t{s} * p.max_blocks_per_seq;
   const int64_t head_off = int64_t{kvh} * (HD << p.block_shift);
   const int ntiles = (end + kBN - 1) / kBN;
+  auto block_of = [&](int pos) { return __ldg(table + (pos >> p.block_shift)); };
   auto load = [&](T* stage, int p0) {
-    LoadKvRows<T, HD, kBN, C::kStride, kThreads>(stage, stage + C::kKVElems, p, table, head_off,
-                                                 p0, end, tid);
+    LoadKvRows<T, HD, kBN, C::kStride, kThreads>(stage, stage + C::kKVElems, p, block_of,
+                                                 head_off, p0, end, tid);
   };
   load(kv_s, 0);
   CpAsyncCommit();
@@ -136,53 +135,22 @@ __global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p)
   }
 }
 
-template <typename T, int HD>
-cudaError_t EnsureSmemOptIn() {
-  constexpr int kBytes = MCfg<T, HD>::kSmemBytes;
-  if constexpr (kBytes <= 48 * 1024) {
-    return cudaSuccess;
-  } else {
-    static std::atomic<uint64_t> done{0};
-    return OptInDynamicSmem(reinterpret_cast<const void*>(MmaPrefillKernel<T, HD>), kBytes,
-                            &done);
-  }
-}
-
-template <typename T, int HD>
-cudaError_t PrefillAs(const AttnParams& p, int32_t num_seqs, int32_t max_query_len,
-                      cudaStream_t stream) {
-  const cudaError_t err = EnsureSmemOptIn<T, HD>();
-  if (err != cudaSuccess) return err;
-  const int64_t rows = int64_t{max_query_len} * p.group;
-  const dim3 grid(static_cast<unsigned>((rows + kBM - 1) / kBM), static_cast<unsigned>(num_seqs),
-                  static_cast<unsigned>(p.num_kv_heads));
-  MmaPrefillKernel<T, HD><<<grid, kThreads, MCfg<T, HD>::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t PrefillDtype(const AttnParams& p, int32_t head_dim, int32_t num_seqs,
-                         int32_t max_query_len, cudaStream_t stream) {
-  switch (head_dim) {
-    case 64: return PrefillAs<T, 64>(p, num_seqs, max_query_len, stream);
-    case 128: return PrefillAs<T, 128>(p, num_seqs, max_query_len, stream);
-    case 256: return PrefillAs<T, 256>(p, num_seqs, max_query_len, stream);
-    default: return cudaErrorInvalidValue;
-  }
-}
-
 }  // namespace
 
 cudaError_t LaunchMmaPrefill(const AttnParams& p, CacheDtype dtype, int32_t head_dim,
                              int32_t num_seqs, int32_t max_query_len, cudaStream_t stream) {
-  switch (dtype) {
-    case CacheDtype::kFloat16:
-      return PrefillDtype<__half>(p, head_dim, num_seqs, max_query_len, stream);
-    case CacheDtype::kBFloat16:
-      return PrefillDtype<__nv_bfloat16>(p, head_dim, num_seqs, max_query_len, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return DispatchCacheShape<false>(dtype, head_dim, [&](auto type, auto dim) {
+    using T = typename decltype(type)::type;
+    constexpr int HD = decltype(dim)::value;
+    constexpr int kBytes = MCfg<T, HD>::kSmemBytes;
+    const cudaError_t err = EnsureDynamicSmem<MmaPrefillKernel<T, HD>, kBytes>();
+    if (err != cudaSuccess) return err;
+    const int64_t rows = int64_t{max_query_len} * p.group;
+    const dim3 grid(static_cast<unsigned>((rows + kBM - 1) / kBM),
+                    static_cast<unsigned>(num_seqs), static_cast<unsigned>(p.num_kv_heads));
+    MmaPrefillKernel<T, HD><<<grid, kThreads, kBytes, stream>>>(p);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace folio::kernels::gpu::internal

@@ -11,15 +11,17 @@
 // still read once per group.
 //
 // K/V stream through kStages shared-memory stages of 64 positions (cp.async,
-// 16-byte copies, the padded rows of the prefill kernel); warp w takes
+// 16-byte copies, the padded rows of the prefill kernel). The block-table
+// entries of a stage are fetched one iteration before its copies are issued
+// and handed over in shared memory, so no copy waits on a global load of
+// its block id (when every thread looked up its own ids before its copies,
+// the L1TEX scoreboard was the top stall in Nsight Compute). Warp w takes
 // positions [16w, 16w + 16) of every stage with its own online-softmax state,
 // and the four states are merged through shared memory at the end (the
 // FlashDecoding split, inside the CTA). One barrier per stage. Q and P are
 // rounded to the cache type for the mma, as in the prefill.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#include <atomic>
 
 #include "kernels/cuda/attention_internal.cuh"
 #include "kernels/cuda/mma_fragments.cuh"
@@ -35,13 +37,16 @@ constexpr int kStageKeys = kWarps * kWarpKeys;
 
 template <typename T, int HD>
 struct DCfg {
-  static constexpr int kStride = HD + 8;  // elements per padded smem row
+  static constexpr int kStride = kPaddedRow<HD>;
   // Two stages load while one is computed: 64 KiB of K/V in flight per CTA
   // at head_dim 128 (two CTAs per SM), 128 KiB at 256 (one).
   static constexpr int kStages = 3;
   static constexpr int kQElems = kRows * kStride;
   static constexpr int kKVElems = kStageKeys * kStride;  // K (or V) of one stage
-  static constexpr int kPipeBytes = (kQElems + kStages * 2 * kKVElems) * 2;
+  // Block ids of one stage: at most kStageKeys / 8 (the smallest block).
+  static constexpr int kStageIds = kStageKeys / 8;
+  static constexpr int kPipeBytes =
+      (kQElems + kStages * 2 * kKVElems) * 2 + kStages * kStageIds * 4;
   // The merge reuses the same memory: per warp m and l of each row, then
   // the [rows][HD] accumulators.
   static constexpr int kMergeBytes = kWarps * kRows * (HD + 2) * 4;
@@ -56,6 +61,8 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
   using C = DCfg<T, HD>;
   T* q_s = reinterpret_cast<T*>(smem_raw);
   T* kv_s = q_s + C::kQElems;  // stage st: K at kv_s + st * 2 * kKVElems, V after it
+  // Stage st's block ids at ids_s + st * kStageIds.
+  int32_t* ids_s = reinterpret_cast<int32_t*>(kv_s + C::kStages * 2 * C::kKVElems);
 
   const int s = blockIdx.y;
   const int kvh = blockIdx.x / p.row_chunks;
@@ -77,17 +84,40 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
   const int32_t* table = p.block_tables + int64_t{s} * p.max_blocks_per_seq;
   const int64_t head_off = int64_t{kvh} * (HD << p.block_shift);
   const int ntiles = (end - begin + kStageKeys - 1) / kStageKeys;
-  auto load = [&](int tile) {
-    T* k_dst = kv_s + (tile % C::kStages) * 2 * C::kKVElems;
-    LoadKvRows<T, HD, kStageKeys, C::kStride, kThreads>(k_dst, k_dst + C::kKVElems, p, table,
-                                                        head_off, begin + tile * kStageKeys,
-                                                        end, tid);
+  // Tiles start on block boundaries (begin is a multiple of the slice, which
+  // is of the block size), so tile `tile` spans table entries
+  // first_id + tile * stage_blocks + [0, stage_blocks).
+  const int stage_blocks = kStageKeys >> p.block_shift;
+  const int first_id = begin >> p.block_shift;
+  // Thread i < stage_blocks fetches entry i of a tile; entries at or past the
+  // end are never read (the table may hold anything there).
+  auto fetch_id = [&](int tile) -> int32_t {
+    const int pos = begin + tile * kStageKeys + (tid << p.block_shift);
+    return tid < stage_blocks && tile < ntiles && pos < end
+               ? __ldg(table + first_id + tile * stage_blocks + tid)
+               : 0;
   };
+  auto load = [&](int tile) {
+    const int slot = tile % C::kStages;
+    const int32_t* ids = ids_s + slot * C::kStageIds;
+    const int p0 = begin + tile * kStageKeys;
+    T* k_dst = kv_s + slot * 2 * C::kKVElems;
+    LoadKvRows<T, HD, kStageKeys, C::kStride, kThreads>(
+        k_dst, k_dst + C::kKVElems, p, [&](int pos) { return ids[(pos - p0) >> p.block_shift]; },
+        head_off, p0, end, tid);
+  };
+  // The first kStages - 1 tiles' ids, then their copies.
+#pragma unroll
+  for (int st = 0; st < C::kStages - 1; ++st) {
+    if (tid < stage_blocks) ids_s[st * C::kStageIds + tid] = fetch_id(st);
+  }
+  __syncthreads();
 #pragma unroll
   for (int st = 0; st < C::kStages - 1; ++st) {
     if (st < ntiles) load(st);
     CpAsyncCommit();
   }
+  int32_t next_id = fetch_id(C::kStages - 1);  // stored at the top of iteration 0
 
   // Q rows -> cache type, scaled; padding rows are zeros. Overlaps the loads.
   for (int id = tid; id < kRows * HD / 4; id += kThreads) {
@@ -107,10 +137,15 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
   w.Init();
   const T* qw = q_s + g * C::kStride + 2 * t;  // A fragment base
   for (int it = 0; it < ntiles; ++it) {
+    // Tile it + kStages - 1's ids go to the slot of tile it - 1, whose copies
+    // every thread issued before the previous barrier.
+    const int fill = it + C::kStages - 1;
+    if (tid < stage_blocks) ids_s[(fill % C::kStages) * C::kStageIds + tid] = next_id;
     CpAsyncWait<C::kStages - 2>();  // stage `it` landed (this thread's copies)...
     __syncthreads();                // ...and everyone's; all are done with stage it - 1
-    if (it + C::kStages - 1 < ntiles) load(it + C::kStages - 1);  // refills stage it - 1
+    if (fill < ntiles) load(fill);  // refills stage it - 1
     CpAsyncCommit();
+    next_id = fetch_id(fill + 1);  // in flight during this stage's compute
 
     const int k0 = begin + it * kStageKeys + warp * kWarpKeys;
     if (k0 >= end) continue;  // warp-uniform; the next barrier is at the loop top
@@ -170,41 +205,21 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
   }
 }
 
-template <typename T, int HD>
-cudaError_t DecodeAs(const AttnParams& p, int32_t num_seqs, cudaStream_t stream) {
-  constexpr int kBytes = DCfg<T, HD>::kSmemBytes;
-  if constexpr (kBytes > 48 * 1024) {
-    static std::atomic<uint64_t> done{0};
-    const cudaError_t err =
-        OptInDynamicSmem(reinterpret_cast<const void*>(MmaDecodeKernel<T, HD>), kBytes, &done);
-    if (err != cudaSuccess) return err;
-  }
-  const dim3 grid(static_cast<unsigned>(p.num_kv_heads * p.row_chunks),
-                  static_cast<unsigned>(num_seqs), static_cast<unsigned>(p.max_parts));
-  MmaDecodeKernel<T, HD><<<grid, kThreads, kBytes, stream>>>(p);
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t DecodeDtype(const AttnParams& p, int32_t head_dim, int32_t num_seqs,
-                        cudaStream_t stream) {
-  switch (head_dim) {
-    case 64: return DecodeAs<T, 64>(p, num_seqs, stream);
-    case 128: return DecodeAs<T, 128>(p, num_seqs, stream);
-    case 256: return DecodeAs<T, 256>(p, num_seqs, stream);
-    default: return cudaErrorInvalidValue;
-  }
-}
-
 }  // namespace
 
 cudaError_t LaunchMmaDecode(const AttnParams& p, CacheDtype dtype, int32_t head_dim,
                             int32_t num_seqs, cudaStream_t stream) {
-  switch (dtype) {
-    case CacheDtype::kFloat16: return DecodeDtype<__half>(p, head_dim, num_seqs, stream);
-    case CacheDtype::kBFloat16: return DecodeDtype<__nv_bfloat16>(p, head_dim, num_seqs, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return DispatchCacheShape<false>(dtype, head_dim, [&](auto type, auto dim) {
+    using T = typename decltype(type)::type;
+    constexpr int HD = decltype(dim)::value;
+    constexpr int kBytes = DCfg<T, HD>::kSmemBytes;
+    const cudaError_t err = EnsureDynamicSmem<MmaDecodeKernel<T, HD>, kBytes>();
+    if (err != cudaSuccess) return err;
+    const dim3 grid(static_cast<unsigned>(p.num_kv_heads * p.row_chunks),
+                    static_cast<unsigned>(num_seqs), static_cast<unsigned>(p.max_parts));
+    MmaDecodeKernel<T, HD><<<grid, kThreads, kBytes, stream>>>(p);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace folio::kernels::gpu::internal

@@ -477,41 +477,25 @@ __global__ void __launch_bounds__(kThreads, MinCtasPerSm(2)) SimtPrefillKernel(c
   }
 }
 
-template <typename T, int HD, int HPT>
-cudaError_t DecodeAs(const AttnParams& p, int32_t num_seqs, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(p.num_kv_heads * p.row_chunks),
-                  static_cast<unsigned>(num_seqs), static_cast<unsigned>(p.max_parts));
-  SimtDecodeKernel<T, HD, HPT><<<grid, kThreads, Cfg<T, HD>::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t DecodeDtype(const AttnParams& p, int32_t head_dim, int32_t hpt, int32_t num_seqs,
-                        cudaStream_t stream) {
-  switch (head_dim * 4 + hpt) {
-    case 64 * 4 + 1: return DecodeAs<T, 64, 1>(p, num_seqs, stream);
-    case 64 * 4 + 2: return DecodeAs<T, 64, 2>(p, num_seqs, stream);
-    case 128 * 4 + 1: return DecodeAs<T, 128, 1>(p, num_seqs, stream);
-    case 128 * 4 + 2: return DecodeAs<T, 128, 2>(p, num_seqs, stream);
-    case 256 * 4 + 1: return DecodeAs<T, 256, 1>(p, num_seqs, stream);
-    case 256 * 4 + 2: return DecodeAs<T, 256, 2>(p, num_seqs, stream);
-    default: return cudaErrorInvalidValue;
-  }
-}
-
 }  // namespace
 
 cudaError_t LaunchSimtDecode(const AttnParams& p, CacheDtype dtype, int32_t head_dim,
                              int32_t heads_per_thread, int32_t num_seqs, cudaStream_t stream) {
-  switch (dtype) {
-    case CacheDtype::kFloat32:
-      return DecodeDtype<float>(p, head_dim, heads_per_thread, num_seqs, stream);
-    case CacheDtype::kFloat16:
-      return DecodeDtype<__half>(p, head_dim, heads_per_thread, num_seqs, stream);
-    case CacheDtype::kBFloat16:
-      return DecodeDtype<__nv_bfloat16>(p, head_dim, heads_per_thread, num_seqs, stream);
-  }
-  return cudaErrorInvalidValue;
+  return DispatchCacheShape<true>(dtype, head_dim, [&](auto type, auto dim) {
+    using T = typename decltype(type)::type;
+    constexpr int HD = decltype(dim)::value;
+    const dim3 grid(static_cast<unsigned>(p.num_kv_heads * p.row_chunks),
+                    static_cast<unsigned>(num_seqs), static_cast<unsigned>(p.max_parts));
+    constexpr int kBytes = Cfg<T, HD>::kSmemBytes;
+    if (heads_per_thread == 1) {
+      SimtDecodeKernel<T, HD, 1><<<grid, kThreads, kBytes, stream>>>(p);
+    } else if (heads_per_thread == 2) {
+      SimtDecodeKernel<T, HD, 2><<<grid, kThreads, kBytes, stream>>>(p);
+    } else {
+      return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t LaunchDecodeReduce(const AttnParams& p, int32_t head_dim, int32_t num_seqs,
@@ -523,23 +507,14 @@ cudaError_t LaunchDecodeReduce(const AttnParams& p, int32_t head_dim, int32_t nu
 
 cudaError_t LaunchSimtPrefill(const AttnParams& p, int32_t head_dim, int32_t num_seqs,
                               int32_t max_query_len, cudaStream_t stream) {
-  const int64_t rows = int64_t{max_query_len} * p.group;
-  const dim3 grid(static_cast<unsigned>((rows + p.rows_per_cta - 1) / p.rows_per_cta),
-                  static_cast<unsigned>(num_seqs), static_cast<unsigned>(p.num_kv_heads));
-  switch (head_dim) {
-    case 64:
-      SimtPrefillKernel<64><<<grid, kThreads, Cfg<float, 64>::kSmemBytes, stream>>>(p);
-      break;
-    case 128:
-      SimtPrefillKernel<128><<<grid, kThreads, Cfg<float, 128>::kSmemBytes, stream>>>(p);
-      break;
-    case 256:
-      SimtPrefillKernel<256><<<grid, kThreads, Cfg<float, 256>::kSmemBytes, stream>>>(p);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return DispatchHeadDim(head_dim, [&](auto dim) {
+    constexpr int HD = decltype(dim)::value;
+    const int64_t rows = int64_t{max_query_len} * p.group;
+    const dim3 grid(static_cast<unsigned>((rows + p.rows_per_cta - 1) / p.rows_per_cta),
+                    static_cast<unsigned>(num_seqs), static_cast<unsigned>(p.num_kv_heads));
+    SimtPrefillKernel<HD><<<grid, kThreads, Cfg<float, HD>::kSmemBytes, stream>>>(p);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace folio::kernels::gpu::internal

@@ -18,6 +18,14 @@
 
 namespace folio::kernels::gpu::internal {
 
+// Elements per shared-memory row of a Q or K/V tile of head_dim HD (16-bit):
+// padded by 16 bytes, which makes the 32-bit fragment loads of Q and K and
+// the ldmatrix rows of V conflict-free, and keeps rows 16-byte aligned for
+// cp.async.
+template <int HD>
+inline constexpr int kPaddedRow = HD + 8;
+static_assert(kPaddedRow<64> * 2 % 16 == 0);
+
 // Two floats -> one register of two 16-bit values, lo in the low half.
 __device__ __forceinline__ uint32_t Pack(float lo, float hi, __nv_bfloat16) {
   const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);
@@ -188,12 +196,14 @@ struct WarpRows {
 
 // Issues the cp.async copies of K/V positions [p0, p0 + kKeys) of one KV
 // head into two tiles of rows kStride elements apart (K to k_dst, V to
-// v_dst); positions >= end are zero-filled without reading the table or
-// the cache. All kThreads threads of the CTA call it.
-template <typename T, int HD, int kKeys, int kStride, int kThreads>
+// v_dst); positions >= end are zero-filled without looking up their block or
+// reading the cache. block_of(pos) gives the cache block that holds position
+// pos (the sequence's block-table entry pos >> block_shift). All kThreads
+// threads of the CTA call it.
+template <typename T, int HD, int kKeys, int kStride, int kThreads, class BlockOf>
 __device__ __forceinline__ void LoadKvRows(T* k_dst, T* v_dst, const AttnParams& p,
-                                           const int32_t* table, int64_t head_off, int p0,
-                                           int end, int tid) {
+                                           BlockOf block_of, int64_t head_off, int p0, int end,
+                                           int tid) {
   constexpr int kChunksPerRow = HD * static_cast<int>(sizeof(T)) / 16;
   static_assert((kKeys * kChunksPerRow) % kThreads == 0);
   const int64_t block_stride = int64_t{p.num_kv_heads} * (HD << p.block_shift);
@@ -207,8 +217,8 @@ __device__ __forceinline__ void LoadKvRows(T* k_dst, T* v_dst, const AttnParams&
     const bool valid = pos < end;
     int64_t off = 0;
     if (valid) {
-      off = int64_t{__ldg(table + (pos >> p.block_shift))} * block_stride + head_off +
-            int64_t{pos & block_mask} * HD + chunk * 8;
+      off = int64_t{block_of(pos)} * block_stride + head_off + int64_t{pos & block_mask} * HD +
+            chunk * 8;
     }
     const int dst = row * kStride + chunk * 8;
     CpAsync16(k_dst + dst, static_cast<const T*>(p.k) + off, valid);
@@ -216,17 +226,25 @@ __device__ __forceinline__ void LoadKvRows(T* k_dst, T* v_dst, const AttnParams&
   }
 }
 
-// Kernels above 48 KiB of dynamic shared memory need a per-device opt-in;
-// done once per (kernel, device) and remembered in `done`, a bit per device.
-inline cudaError_t OptInDynamicSmem(const void* kernel, int bytes, std::atomic<uint64_t>* done) {
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (done->load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (err == cudaSuccess) done->fetch_or(bit, std::memory_order_acq_rel);
-  return err;
+// Kernels above 48 KiB of dynamic shared memory need a per-device opt-in
+// before their first launch; done once per (kernel, device) and remembered
+// in a bit per device.
+template <auto kKernel, int kBytes>
+cudaError_t EnsureDynamicSmem() {
+  if constexpr (kBytes <= 48 * 1024) {
+    return cudaSuccess;
+  } else {
+    static std::atomic<uint64_t> done{0};
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+    if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+    err = cudaFuncSetAttribute(reinterpret_cast<const void*>(kKernel),
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+    if (err == cudaSuccess) done.fetch_or(bit, std::memory_order_acq_rel);
+    return err;
+  }
 }
 
 }  // namespace folio::kernels::gpu::internal

