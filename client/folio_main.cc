@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,11 +31,16 @@ Sampling:
                       (raw model log-probs, as vLLM reports them)
 Engine:
   --block-size N (16)  --kv-cache-mb N (256)  --num-device-blocks N  --num-host-blocks N (0)
-  --max-num-batched-tokens N (2048)  --max-num-seqs N (256)  --max-model-len N
+  --max-num-batched-tokens N (2048)  --max-num-seqs N (256)
   --preemption-mode auto|recompute|swap   --no-prefix-caching
   --threads N         compute threads (0 = all cores; kernels and GEMMs share them)
+  --max-model-len N   prompt + output tokens (default: the model's, capped at the
+                      KV cache's token slots; larger than those is an error)
 Output:
   --json              one JSON object per request (ids, log-probs, finish reasons)
+
+Exit status: 0 when every request was served, 1 when some failed (each is
+still printed, with its error), 2 for bad flags or a model that cannot load.
 
 A prompts file holds one JSON object per line: {"prompt": "..."} or
 {"prompt_token_ids": [...]}, optionally with "max_tokens", "temperature", "top_p",
@@ -62,7 +68,7 @@ T Number(const std::string& flag, const std::string& value) {
 struct Flags {
   OfflineEngine::Options engine;
   SamplingParams sampling;
-  std::string prompt;
+  std::optional<std::string> prompt;
   std::string prompts_file;
   bool json = false;
 };
@@ -117,14 +123,17 @@ Flags Parse(int argc, char** argv) {
   }
   if (!best_of_set && f.sampling.beam_width == 1) f.sampling.best_of = f.sampling.n;
   if (f.engine.model_dir.empty()) Fail("--model is required");
-  if (f.prompt.empty() == f.prompts_file.empty()) Fail("give exactly one of --prompt and --prompts-file");
+  if (f.prompt.has_value() == !f.prompts_file.empty()) {
+    Fail("give exactly one of --prompt and --prompts-file");
+  }
+  if (f.prompt.has_value() && f.prompt->empty()) Fail("--prompt is empty");
   return f;
 }
 
 std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
   std::vector<OfflineEngine::Request> out;
-  if (!f.prompt.empty()) {
-    out.push_back({f.prompt, std::nullopt, f.sampling});
+  if (f.prompt.has_value()) {
+    out.push_back({*f.prompt, std::nullopt, f.sampling});
     return out;
   }
   std::ifstream in(f.prompts_file);
@@ -176,10 +185,15 @@ int Run(int argc, char** argv) {
   const std::vector<OfflineEngine::Request> requests = ReadPrompts(f);
   absl::StatusOr<std::unique_ptr<OfflineEngine>> engine = OfflineEngine::Create(f.engine);
   if (!engine.ok()) Fail(std::string(engine.status().message()));
+  if (!(*engine)->max_model_len_note().empty()) {
+    std::fprintf(stderr, "folio run: %s\n", (*engine)->max_model_len_note().c_str());
+  }
   absl::StatusOr<std::vector<OfflineEngine::Result>> results = (*engine)->Generate(requests);
   if (!results.ok()) Fail(std::string(results.status().message()));
+  bool any_failed = false;
   for (size_t i = 0; i < results->size(); ++i) {
     const OfflineEngine::Result& r = (*results)[i];
+    any_failed = any_failed || !r.error.empty();
     if (f.json) {
       nlohmann::json j;
       j["prompt_token_ids"] = r.prompt_token_ids;
@@ -219,7 +233,7 @@ int Run(int argc, char** argv) {
       std::printf("%s\n", s.text.c_str());
     }
   }
-  return 0;
+  return any_failed ? 1 : 0;  // every result was printed; a failed one fails the run
 }
 
 }  // namespace

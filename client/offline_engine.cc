@@ -28,15 +28,21 @@ absl::StatusOr<std::unique_ptr<OfflineEngine>> OfflineEngine::Create(const Optio
   sc.num_host_blocks = (*worker)->num_host_blocks();
   sc.max_num_batched_tokens = options.max_num_batched_tokens;
   sc.max_num_seqs = options.max_num_seqs;
-  sc.max_model_len = options.max_model_len > 0 ? options.max_model_len
-                                               : (*worker)->config().max_position_embeddings;
+  std::string cap_note;
+  absl::StatusOr<int32_t> max_model_len = ResolveMaxModelLen(
+      options.max_model_len, (*worker)->config().max_position_embeddings,
+      int64_t{sc.num_device_blocks} * sc.block_size, &cap_note);
+  if (!max_model_len.ok()) return max_model_len.status();
+  sc.max_model_len = *max_model_len;
   sc.enable_prefix_caching = options.enable_prefix_caching;
   sc.preemption_mode = options.preemption_mode;
   sc.check_invariants = options.check_invariants;
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(sc);
   if (!scheduler.ok()) return scheduler.status();
-  return std::unique_ptr<OfflineEngine>(
+  auto engine = std::unique_ptr<OfflineEngine>(
       new OfflineEngine(std::move(*tokenizer), std::move(*worker), std::move(*scheduler)));
+  engine->max_model_len_note_ = std::move(cap_note);
+  return engine;
 }
 
 OfflineEngine::OfflineEngine(std::unique_ptr<Tokenizer> tokenizer,

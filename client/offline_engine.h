@@ -28,7 +28,9 @@ class OfflineEngine {
     int32_t num_host_blocks = 0;
     int32_t max_num_batched_tokens = 2048;
     int32_t max_num_seqs = 256;
-    int32_t max_model_len = 0;  // 0 = the model's max_position_embeddings
+    // 0 = the model's max_position_embeddings, capped at the KV cache's
+    // token slots; > 0 must fit in them (ResolveMaxModelLen).
+    int32_t max_model_len = 0;
     bool enable_prefix_caching = true;
     PreemptionMode preemption_mode = PreemptionMode::kAuto;
     uint64_t seed = 0;
@@ -71,6 +73,9 @@ class OfflineEngine {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const Scheduler& scheduler() const { return *scheduler_; }
   const ModelConfig& model_config() const { return worker_->config(); }
+  // Why max_model_len was capped below the model's, for the user; empty
+  // when it was not.
+  const std::string& max_model_len_note() const { return max_model_len_note_; }
 
  private:
   OfflineEngine(std::unique_ptr<Tokenizer> tokenizer, std::unique_ptr<CpuWorker> worker,
@@ -80,6 +85,7 @@ class OfflineEngine {
   std::unique_ptr<CpuWorker> worker_;
   std::unique_ptr<Scheduler> scheduler_;
   RequestId next_id_ = 0;
+  std::string max_model_len_note_;
 };
 
 }  // namespace folio

@@ -53,6 +53,8 @@ class Fields {
   }
 
   // nullptr when absent or null.
+  bool Has(const char* field) const { return obj_.contains(field); }  // null included
+
   const json* Get(const char* field) const {
     auto it = obj_.find(field);
     if (it == obj_.end() || it->is_null()) return nullptr;
@@ -173,6 +175,40 @@ absl::Status ParseArchitecture(const Fields& f, ModelConfig& c) {
   }
   return f.Error("model_type", absl::StrCat("unsupported architecture '", *model_type,
                                             "' (supported: llama, mistral, qwen2)"));
+}
+
+// transformers' MistralConfig / Qwen2Config default when `sliding_window` is
+// not written at all.
+constexpr int32_t kDefaultSlidingWindow = 4096;
+
+// Qwen2's windowed layers (c.sliding_window set): `layer_types` when given,
+// one "sliding_attention" or "full_attention" per layer; otherwise the
+// layers from `max_window_layers` (transformers' default 28) on.
+absl::Status ParseWindowedLayers(const Fields& f, ModelConfig& c) {
+  if (const json* types = f.Get("layer_types")) {
+    if (!types->is_array() || types->size() != static_cast<size_t>(c.num_layers)) {
+      return f.Error("layer_types", absl::StrCat("expected a list of ", c.num_layers,
+                                                 " layer types, got ", Show(*types)));
+    }
+    c.sliding_window_layers.clear();
+    for (const json& t : *types) {
+      if (t == "sliding_attention" || t == "full_attention") {
+        c.sliding_window_layers.push_back(t == "sliding_attention");
+      } else {
+        return f.Error("layer_types",
+                       absl::StrCat("unsupported layer type ", Show(t),
+                                    " (supported: sliding_attention, full_attention)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::optional<int32_t>> first = f.OptionalInt("max_window_layers");
+  if (!first.ok()) return first.status();
+  const int32_t from = first->value_or(28);
+  if (from < 0) return f.Error("max_window_layers", absl::StrCat("must be >= 0, got ", from));
+  c.sliding_window_layers.assign(c.num_layers, false);
+  for (int32_t layer = from; layer < c.num_layers; ++layer) c.sliding_window_layers[layer] = true;
+  return absl::OkStatus();
 }
 
 absl::Status ParseRopeScaling(const json& root, std::string_view source, ModelConfig& c) {
@@ -306,18 +342,20 @@ absl::StatusOr<ModelConfig> ParseObject(const json& root, std::string_view sourc
       c.qkv_bias = true;
       bool use_sw;
       FOLIO_ASSIGN_OR_RETURN_CFG(use_sw, f.Bool("use_sliding_window", false));
-      if (use_sw) {
-        int32_t sw;
-        FOLIO_ASSIGN_OR_RETURN_CFG(sw, f.PositiveInt("sliding_window", std::nullopt));
+      if (use_sw && (!f.Has("sliding_window") || f.Get("sliding_window") != nullptr)) {
+        int32_t sw;  // absent: transformers' default; null: no window
+        FOLIO_ASSIGN_OR_RETURN_CFG(sw, f.PositiveInt("sliding_window", kDefaultSlidingWindow));
         c.sliding_window = sw;
+        if (absl::Status s = ParseWindowedLayers(f, c); !s.ok()) return s;
       }
       break;
     }
     case ModelArchitecture::kMistral: {
-      if (f.Get("sliding_window") != nullptr) {
-        int32_t sw;
-        FOLIO_ASSIGN_OR_RETURN_CFG(sw, f.PositiveInt("sliding_window", std::nullopt));
+      if (!f.Has("sliding_window") || f.Get("sliding_window") != nullptr) {
+        int32_t sw;  // absent: transformers' default; null (Mistral v0.2+): no window
+        FOLIO_ASSIGN_OR_RETURN_CFG(sw, f.PositiveInt("sliding_window", kDefaultSlidingWindow));
         c.sliding_window = sw;
+        c.sliding_window_layers.assign(c.num_layers, true);
       }
       break;
     }
@@ -351,7 +389,27 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view json_text,
   }
 }
 
+int32_t ModelConfig::AttentionWindow(int32_t layer) const {
+  if (!sliding_window.has_value() || layer < 0 ||
+      layer >= static_cast<int32_t>(sliding_window_layers.size()) ||
+      !sliding_window_layers[layer]) {
+    return 0;
+  }
+  return *sliding_window;
+}
+
+int32_t ModelConfig::SmallestAttentionWindow() const {
+  for (int32_t layer = 0; layer < num_layers; ++layer) {
+    if (AttentionWindow(layer) > 0) return *sliding_window;  // one window for all
+  }
+  return 0;
+}
+
 absl::StatusOr<ModelConfig> ModelConfig::LoadFromDirectory(const std::string& model_dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model_dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("model directory not found: ", model_dir));
+  }
   std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   std::ifstream in(path, std::ios::binary);
   if (!in) {

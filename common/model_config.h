@@ -50,14 +50,25 @@ struct ModelConfig {
   bool tie_word_embeddings = false;  // lm_head shares embed_tokens' weight
 
   bool qkv_bias = false;  // q/k/v projections have biases (Qwen2)
-  // Mistral's `sliding_window` (null -> none); Qwen2's only when its
-  // `use_sliding_window` is true. Parsed, not enforced by the loader.
+  // Sliding-window attention: Mistral's `sliding_window` (null -> none,
+  // absent -> 4096 as in transformers), on every layer; Qwen2's (same
+  // defaults) only when its `use_sliding_window` is true, on the
+  // layers `layer_types` marks "sliding_attention", or when that is absent
+  // on layers >= `max_window_layers` (default 28), as in transformers.
   std::optional<int32_t> sliding_window;
+  std::vector<bool> sliding_window_layers;  // [num_layers] when sliding_window is set
 
   std::optional<TokenId> bos_token_id;
   std::vector<TokenId> eos_token_ids;  // `eos_token_id` may be an int or a list
 
   DType torch_dtype = DType::kF32;  // `torch_dtype` (or newer `dtype`); absent -> F32
+
+  // The attention window of `layer`: sliding_window on a windowed layer, 0
+  // (the whole context) otherwise.
+  int32_t AttentionWindow(int32_t layer) const;
+  // The smallest window of any layer; 0 when every layer sees the whole
+  // context.
+  int32_t SmallestAttentionWindow() const;
 
   // Reads and parses `<model_dir>/config.json`. NOT_FOUND naming the path if
   // it cannot be read; otherwise as Parse.

@@ -299,6 +299,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromFile(const std::st
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromDirectory(
     const std::string& model_dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model_dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("model directory not found: ", model_dir));
+  }
   return LoadFromFile(model_dir + "/tokenizer.json");
 }
 

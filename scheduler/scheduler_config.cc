@@ -76,4 +76,28 @@ absl::Status SchedulerConfig::Validate() const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int32_t> ResolveMaxModelLen(int32_t requested, int32_t model_max,
+                                           int64_t kv_token_slots, std::string* note) {
+  if (note != nullptr) note->clear();
+  if (requested < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-model-len must be >= 0 (0: the model's), not ", requested));
+  }
+  if (requested > 0) {
+    if (requested > kv_token_slots) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max-model-len ", requested, " exceeds the ", kv_token_slots,
+          " token slots of the KV cache: a request that long could never finish. Lower "
+          "--max-model-len or give the cache more blocks"));
+    }
+    return requested;
+  }
+  if (model_max <= kv_token_slots) return model_max;
+  if (note != nullptr) {
+    *note = absl::StrCat("max_model_len capped at ", kv_token_slots, " (the KV cache's token slots; "
+                         "the model allows ", model_max, ")");
+  }
+  return static_cast<int32_t>(kv_token_slots);
+}
+
 }  // namespace folio

@@ -2,6 +2,7 @@
 #define FOLIO_SCHEDULER_SCHEDULER_CONFIG_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -60,6 +61,16 @@ struct SchedulerConfig {
 
   absl::Status Validate() const;
 };
+
+// The max_model_len to serve with, once the KV pool is sized. `requested`
+// > 0 is the user's (--max-model-len) and must fit in kv_token_slots
+// (device blocks x block size): longer would accept requests that can never
+// finish, so it is an InvalidArgumentError naming the flag. requested 0
+// takes model_max (max_position_embeddings), capped at kv_token_slots; *note
+// (when not null) then says why it was capped, for the startup log, and is
+// left empty otherwise.
+absl::StatusOr<int32_t> ResolveMaxModelLen(int32_t requested, int32_t model_max,
+                                           int64_t kv_token_slots, std::string* note = nullptr);
 
 }  // namespace folio
 

@@ -318,12 +318,27 @@ def make_hf_config(*, hidden_size, intermediate_size, num_hidden_layers, num_att
                    rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=None,
                    tie_word_embeddings=False, bos_token_id=None, eos_token_id=None,
                    torch_dtype="bfloat16", architecture="LlamaForCausalLM",
-                   write_head_dim=True):
+                   write_head_dim=True, sliding_window=None, max_window_layers=None):
     """A config.json dict for LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM.
 
     eos_token_id may be an int or a list of ints (Llama 3.x style).
     rope_scaling: None or a dict such as llama3_rope_scaling().
+    sliding_window: None or a window size W (Mistral, Qwen2 only).  Mistral writes it as
+    "sliding_window" (every layer windowed); Qwen2 writes use_sliding_window true,
+    sliding_window W and max_window_layers (layers i >= max_window_layers are windowed).
+    max_window_layers: Qwen2 only; default num_hidden_layers (no layer windowed).
     """
+    if sliding_window is not None:
+        if architecture not in ("MistralForCausalLM", "Qwen2ForCausalLM"):
+            raise ValueError(f"sliding_window needs MistralForCausalLM or Qwen2ForCausalLM, "
+                             f"not {architecture}")
+        if not isinstance(sliding_window, int) or sliding_window < 1:
+            raise ValueError(f"sliding_window must be a positive int, not {sliding_window!r}")
+    if max_window_layers is not None:
+        if architecture != "Qwen2ForCausalLM":
+            raise ValueError("max_window_layers is a Qwen2ForCausalLM setting")
+        if not isinstance(max_window_layers, int) or max_window_layers < 0:
+            raise ValueError(f"max_window_layers must be an int >= 0, not {max_window_layers!r}")
     model_type = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                   "Qwen2ForCausalLM": "qwen2"}[architecture]
     cfg = {
@@ -354,14 +369,15 @@ def make_hf_config(*, hidden_size, intermediate_size, num_hidden_layers, num_att
         "use_cache": True,
     })
     if architecture == "Qwen2ForCausalLM":
-        cfg["use_sliding_window"] = False
-        cfg["sliding_window"] = None
-        cfg["max_window_layers"] = num_hidden_layers
+        cfg["use_sliding_window"] = sliding_window is not None
+        cfg["sliding_window"] = sliding_window
+        cfg["max_window_layers"] = (num_hidden_layers if max_window_layers is None
+                                    else max_window_layers)
     else:
         cfg["attention_bias"] = False
         cfg["mlp_bias"] = False
     if architecture == "MistralForCausalLM":
-        cfg["sliding_window"] = None
+        cfg["sliding_window"] = sliding_window
     return cfg
 
 

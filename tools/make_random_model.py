@@ -12,11 +12,21 @@
     /usr/bin/python3 tools/make_random_model.py --out /tmp/l3 --llama3-rope-scaling \\
         --eos-token-id 2047,2046
 
+    # sliding-window attention: Mistral, window 6 on every layer; Qwen2, window 5 on
+    # layers >= 1 only; prompts of 10-20 tokens so that every sequence outgrows the window
+    /usr/bin/python3 tools/make_random_model.py --out /tmp/mw --mistral --sliding-window 6 \\
+        --prompt-len 10,14,18,20 --reference 4
+    /usr/bin/python3 tools/make_random_model.py --out /tmp/qw --qwen2 --layers 2 \\
+        --sliding-window 5 --max-window-layers 1 --prompt-len 10,14,18,20 --reference 4
+
 Files: config.json, model.safetensors (or model-0000K-of-0000N.safetensors plus
 model.safetensors.index.json with --shards N), tokenizer.json, and with
 --reference N a reference.json in the demo model's format (prompts are random
-token ids; greedy continuations and log-probs from tools/train_demo_model.py's
-torch forward pass on the stored, dtype-rounded weights in float32).
+token ids, by default of 1, 7, 16, 17, 33, 5, 64, 12 tokens after BOS in turn, or
+--prompt-len's; greedy continuations and log-probs from tools/train_demo_model.py's
+torch forward pass on the stored, dtype-rounded weights in float32, with the
+sliding window applied as Hugging Face transformers does: see
+train_demo_model.layer_sliding_windows).
 
 The tokenizer is models/folio-demo/tokenizer.json when it exists (its first merges
 only, if --vocab-size is below 2048; specials always take the last two ids of the
@@ -35,6 +45,7 @@ import folio_model_io as mio  # noqa: E402
 import train_demo_model as tdm  # noqa: E402
 
 DEMO_TOKENIZER = os.path.join(tdm.REPO, "models", "folio-demo", "tokenizer.json")
+DEFAULT_PROMPT_LENGTHS = (1, 7, 16, 17, 33, 5, 64, 12)
 
 
 def parse_args(argv=None):
@@ -51,6 +62,12 @@ def parse_args(argv=None):
     arch = ap.add_mutually_exclusive_group()
     arch.add_argument("--qwen2", action="store_true", help="Qwen2ForCausalLM with QKV bias")
     arch.add_argument("--mistral", action="store_true", help="MistralForCausalLM")
+    ap.add_argument("--sliding-window", type=int, default=None, metavar="N",
+                    help="sliding-window attention of N tokens (needs --mistral or --qwen2; "
+                         "Mistral: every layer)")
+    ap.add_argument("--max-window-layers", type=int, default=None, metavar="K",
+                    help="Qwen2 only: layers >= K use the window (default 0 with "
+                         "--sliding-window: every layer)")
     ap.add_argument("--no-head-dim-in-config", action="store_true",
                     help="omit head_dim from config.json (as Qwen2 configs do); needs head_dim == hidden/heads")
     ap.add_argument("--llama3-rope-scaling", action="store_true",
@@ -71,10 +88,35 @@ def parse_args(argv=None):
     ap.add_argument("--reference", type=int, default=0, metavar="N",
                     help="also write reference.json for N random prompts")
     ap.add_argument("--reference-tokens", type=int, default=16)
+    ap.add_argument("--prompt-len", default=None, metavar="N[,N...]",
+                    help="random prompt lengths (tokens after BOS), used in turn "
+                         f"(default {','.join(map(str, DEFAULT_PROMPT_LENGTHS))})")
     ap.add_argument("--min-margin", type=float, default=1e-3,
                     help="skip random prompts whose greedy top-2 logits come closer than this")
     ap.add_argument("--threads", type=int, default=1)
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.sliding_window is not None:
+        if not (a.mistral or a.qwen2):
+            ap.error("--sliding-window needs --mistral or --qwen2")
+        if a.sliding_window < 1:
+            ap.error("--sliding-window must be at least 1")
+    if a.max_window_layers is not None:
+        if not a.qwen2:
+            ap.error("--max-window-layers needs --qwen2")
+        if a.max_window_layers < 0:
+            ap.error("--max-window-layers must be at least 0")
+    elif a.qwen2 and a.sliding_window is not None:
+        a.max_window_layers = 0
+    if a.prompt_len is None:
+        a.prompt_lengths = list(DEFAULT_PROMPT_LENGTHS)
+    else:
+        try:
+            a.prompt_lengths = [int(x) for x in a.prompt_len.split(",")]
+        except ValueError:
+            ap.error(f"--prompt-len: not a comma list of ints: {a.prompt_len!r}")
+        if not a.prompt_lengths or min(a.prompt_lengths) < 0:
+            ap.error("--prompt-len: lengths must be >= 0")
+    return a
 
 
 def load_tokenizer(a):
@@ -108,7 +150,8 @@ def make_config(a, tok):
         rms_norm_eps=a.rms_norm_eps, rope_theta=a.rope_theta, rope_scaling=scaling,
         tie_word_embeddings=a.tie, bos_token_id=tok.bos_id, eos_token_id=eos,
         torch_dtype=mio.hf_torch_dtype(a.dtype), architecture=arch,
-        write_head_dim=not a.no_head_dim_in_config)
+        write_head_dim=not a.no_head_dim_in_config, sliding_window=a.sliding_window,
+        max_window_layers=a.max_window_layers)
 
 
 def random_weights(model, std, generator):
@@ -123,8 +166,9 @@ def random_weights(model, std, generator):
                 p.copy_(std * torch.randn(p.shape, generator=generator))
 
 
-def random_reference(model, tok, cfg, count, max_tokens, generator, min_margin=1e-3):
-    lengths = [1, 7, 16, 17, 33, 5, 64, 12]
+def random_reference(model, tok, cfg, count, max_tokens, generator, min_margin=1e-3,
+                     lengths=DEFAULT_PROMPT_LENGTHS):
+    """reference.json's dict: prompts of BOS + lengths[k] random ids, taking lengths in turn."""
     hi = min(cfg["vocab_size"], tok.num_regular)
     cases = []
     tries = 0
@@ -190,11 +234,15 @@ def main(argv=None):
     if a.reference:
         model.load_state_dict(state)
         model.eval()
-        ref = random_reference(model, tok, cfg, a.reference, a.reference_tokens, g, a.min_margin)
+        ref = random_reference(model, tok, cfg, a.reference, a.reference_tokens, g, a.min_margin,
+                               a.prompt_lengths)
         mio.write_json(os.path.join(a.out, "reference.json"), ref, indent=1)
     n_params = sum(v.numel() for v in state.values())
+    windows = tdm.layer_sliding_windows(cfg)
+    window = ("" if not any(windows) else
+              ", sliding window " + ",".join("-" if w is None else str(w) for w in windows))
     print(f"{a.out}: {cfg['architectures'][0]}, {n_params:,} parameters, {dtype}, "
-          f"{len(files)} safetensors file(s), {mio.dir_size(a.out):,} bytes")
+          f"{len(files)} safetensors file(s), {mio.dir_size(a.out):,} bytes{window}")
     return 0
 
 

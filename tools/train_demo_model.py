@@ -161,10 +161,49 @@ class RMSNorm(nn.Module):
         return self.weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps))
 
 
+def layer_sliding_windows(config):
+    """Per layer, the sliding-window size W (int) or None, as Hugging Face transformers decides.
+
+    With window W the query at sequence index i sees keys j with i - W < j <= i (W tokens,
+    itself included; HF's mask keeps kv_idx > q_idx - sliding_window).
+      - MistralForCausalLM: every layer, when "sliding_window" is a positive int (null: no
+        window; absent: HF's MistralConfig default 4096).
+      - Qwen2ForCausalLM: only when "use_sliding_window" is true; the window is
+        "sliding_window" (HF's Qwen2Config default 4096 when absent; null: no window).
+        Layer i is windowed iff i >= "max_window_layers" (HF default 28), unless the config
+        has a "layer_types" list ("sliding_attention" / "full_attention"), which then decides.
+      - LlamaForCausalLM (and anything else): never.
+    """
+    n = config["num_hidden_layers"]
+    arch = config["architectures"][0]
+
+    def positive(w):
+        return w if isinstance(w, int) and not isinstance(w, bool) and w > 0 else None
+
+    if arch == "MistralForCausalLM":
+        return [positive(config.get("sliding_window", 4096))] * n
+    if arch == "Qwen2ForCausalLM":
+        if not config.get("use_sliding_window", False):
+            return [None] * n
+        w = positive(config.get("sliding_window", 4096))
+        types = config.get("layer_types")
+        if types is not None:
+            if len(types) != n:
+                raise ValueError(f"layer_types has {len(types)} entries for {n} layers")
+            for t in types:
+                if t not in ("sliding_attention", "full_attention"):
+                    raise ValueError(f"unsupported layer type {t!r}")
+            return [w if t == "sliding_attention" else None for t in types]
+        first = config.get("max_window_layers", 28)
+        return [w if i >= first else None for i in range(n)]
+    return [None] * n
+
+
 class Attention(nn.Module):
-    def __init__(self, c, qkv_bias):
+    def __init__(self, c, qkv_bias, sliding_window=None):
         super().__init__()
         self.h, self.kv, self.d = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+        self.sliding_window = sliding_window
         hid = c["hidden_size"]
         self.q_proj = nn.Linear(hid, self.h * self.d, bias=qkv_bias)
         self.k_proj = nn.Linear(hid, self.kv * self.d, bias=qkv_bias)
@@ -183,6 +222,12 @@ class Attention(nn.Module):
         v = v.repeat_interleave(rep, dim=1)
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.d)
         causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        if self.sliding_window is not None:
+            # Also hide keys W or more tokens back: keep i - W < j <= i.  Indices are
+            # positions within the sequence run here (every token's key is in x: no KV
+            # cache), HF's cache_position; `positions` only feed RoPE.
+            causal = causal | torch.ones(t, t, dtype=torch.bool,
+                                         device=x.device).tril(-self.sliding_window)
         scores = scores.masked_fill(causal, float("-inf"))
         probs = torch.softmax(scores.float(), dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(b, t, self.h * self.d)
@@ -201,10 +246,10 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, c, qkv_bias):
+    def __init__(self, c, qkv_bias, sliding_window=None):
         super().__init__()
         self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
-        self.self_attn = Attention(c, qkv_bias)
+        self.self_attn = Attention(c, qkv_bias, sliding_window)
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
         self.mlp = MLP(c)
 
@@ -217,12 +262,14 @@ class Backbone(nn.Module):
     def __init__(self, c, qkv_bias):
         super().__init__()
         self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
-        self.layers = nn.ModuleList(DecoderLayer(c, qkv_bias) for _ in range(c["num_hidden_layers"]))
+        self.layers = nn.ModuleList(DecoderLayer(c, qkv_bias, w) for w in layer_sliding_windows(c))
         self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
 
 
 class LlamaForCausalLM(nn.Module):
-    """Llama / Mistral / Qwen2 (QKV bias) decoder; state_dict keys are the HF names."""
+    """Llama / Mistral / Qwen2 (QKV bias) decoder; state_dict keys are the HF names.
+
+    Sliding-window attention per layer as layer_sliding_windows(config) says."""
 
     def __init__(self, config):
         super().__init__()

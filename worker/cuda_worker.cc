@@ -166,6 +166,18 @@ absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Load(const Options& o) {
     return absl::InvalidArgumentError(absl::StrCat("device cuda:", o.device, ": this machine has ",
                                                    *count, " CUDA device(s)"));
   }
+  // The CUDA attention kernels see the whole context: a sliding-window model
+  // is exact only while no sequence outgrows its window.
+  absl::StatusOr<ModelConfig> config = ModelConfig::LoadFromDirectory(o.model_dir);
+  if (!config.ok()) return config.status();
+  const int32_t window = config->SmallestAttentionWindow();
+  const int32_t max_len = o.max_model_len > 0 ? o.max_model_len : config->max_position_embeddings;
+  if (window > 0 && max_len > window) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model uses sliding-window attention (window ", window,
+        "), which the CUDA backend does not implement yet: serve it with max_model_len <= ", window,
+        " (got ", max_len, ")"));
+  }
   absl::StatusOr<std::unique_ptr<ModelWeights>> weights = ModelWeights::Load(o.model_dir, o.shard);
   if (!weights.ok()) return weights.status();
   std::unique_ptr<CudaWorker> worker(new CudaWorker(o));

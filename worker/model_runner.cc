@@ -157,11 +157,12 @@ absl::Status ModelRunner::Attention(int32_t layer, const ForwardBatch& batch, in
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   Grow(attn_, size_t(n) * q_width);
   if (n == batch.num_seqs()) {
-    kernels::cpu::PagedAttentionDecode(q_.data(), kv, tables, batch.context_lens.data(), heads, scale,
-                                  attn_.data());
+    kernels::cpu::PagedAttentionDecode(q_.data(), kv, tables, batch.context_lens.data(), heads,
+                                       scale, attn_.data(), c.AttentionWindow(layer));
   } else {
     kernels::cpu::PagedAttentionPrefill(q_.data(), kv, tables, batch.query_start.data(),
-                                   batch.context_lens.data(), heads, scale, attn_.data());
+                                        batch.context_lens.data(), heads, scale, attn_.data(),
+                                        c.AttentionWindow(layer));
   }
   Linear(attn_.data(), n, q_width, L.o_proj.data(), d, hidden_.data());
   if (reducer_ != nullptr) return reducer_->AllReduceSum(hidden_.data(), int64_t{n} * d);

@@ -45,15 +45,23 @@ inline constexpr int32_t kTileTokens = 64;
 // Context slice of the partitioned decode (vLLM's v2 uses 512 as well).
 inline constexpr int32_t kDefaultPartitionTokens = 512;
 
+// Sliding-window attention (Mistral, Qwen2): sliding_window W > 0 lets the
+// query at position p attend only to positions p - W < j <= p, the last W
+// including its own (Hugging Face's mask); 0 (every kernel's default) means
+// the whole causal context. Positions outside every query's window are not
+// read.
+
 // Decode: one query token per sequence, s < tables.num_seqs.
 // q, out: [num_seqs][num_heads][head_dim]. context_lens[s] = tokens of s in
 // the cache, the query's own K/V included (written by ReshapeAndCache
 // first); a sequence with context 0 gets an all-zero output. The work split
 // (see DecodeSplit) adapts to the batch and the thread count.
 // REQUIRES: ValidatePagedKvLayer(kv), ValidateHeadCounts(num_heads,
-// kv.num_kv_heads), ValidateBlockTables(tables, context_lens, ...).
+// kv.num_kv_heads), ValidateBlockTables(tables, context_lens, ...),
+// sliding_window >= 0.
 void PagedAttentionDecode(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
-                          const int32_t* context_lens, int32_t num_heads, float scale, float* out);
+                          const int32_t* context_lens, int32_t num_heads, float scale, float* out,
+                          int32_t sliding_window = 0);
 
 // How a decode is cut into work items; 0 fields are chosen automatically
 // (what PagedAttentionDecode does).
@@ -81,18 +89,20 @@ bool ValidateDecodeSplit(const DecodeSplit& split, int32_t num_kv_heads,
 // ValidateDecodeSplit(split, kv.num_kv_heads).
 void PagedAttentionDecodeSplit(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
                                const int32_t* context_lens, int32_t num_heads, float scale,
-                               const DecodeSplit& split, float* out);
+                               const DecodeSplit& split, float* out, int32_t sliding_window = 0);
 
 // Prefill chunks and mixed batches: the query tokens of sequence s are rows
 // [query_start[s], query_start[s + 1]) of q/out [num_tokens][num_heads]
 // [head_dim]; query i of s sits at position context_lens[s] - query_len + i
 // and attends causally to every cached position <= its own (earlier context
-// comes from the cache: chunked prefill, prefix-cache hits). A decode is a
-// query of length 1. Rows of q/out outside every sequence's range are not
-// touched. REQUIRES as PagedAttentionDecode and ValidateQueryStarts.
+// comes from the cache: chunked prefill, prefix-cache hits), or to the last
+// sliding_window of them. A decode is a query of length 1. Rows of q/out
+// outside every sequence's range are not touched. REQUIRES as
+// PagedAttentionDecode and ValidateQueryStarts.
 void PagedAttentionPrefill(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
                            const int32_t* query_start, const int32_t* context_lens,
-                           int32_t num_heads, float scale, float* out);
+                           int32_t num_heads, float scale, float* out,
+                           int32_t sliding_window = 0);
 
 // The same two kernels over a contiguous cache; kv.num_seqs sequences.
 // REQUIRES: ValidateContiguousKvLayer(kv), ValidateHeadCounts,
@@ -100,10 +110,11 @@ void PagedAttentionPrefill(const float* q, const PagedKvLayer& kv, const BlockTa
 // ValidateQueryStarts for prefill).
 void ContiguousAttentionDecode(const float* q, const ContiguousKvLayer& kv,
                                const int32_t* context_lens, int32_t num_heads, float scale,
-                               float* out);
+                               float* out, int32_t sliding_window = 0);
 void ContiguousAttentionPrefill(const float* q, const ContiguousKvLayer& kv,
                                 const int32_t* query_start, const int32_t* context_lens,
-                                int32_t num_heads, float scale, float* out);
+                                int32_t num_heads, float scale, float* out,
+                                int32_t sliding_window = 0);
 
 // Threads the kernels of this library use (OpenMP's max threads; 1 without
 // OpenMP). For benchmarks that want a baseline with the same parallelism.

@@ -40,12 +40,19 @@ int32_t HeadsPerItem(const Shape& sh) {
   return heads;
 }
 
+// First position the decode query of a context of len positions sees.
+int32_t WindowStart(int32_t len, int32_t sliding_window) {
+  return sliding_window > 0 ? std::max(0, len - sliding_window) : 0;
+}
+
 // Decode with `heads` KV heads per work item; partition_tokens > 0 splits
-// every context into slices of that many positions (separate items, merged
-// at the end with a softmax rescale: vLLM's paged_attention_v2).
+// every attended range (the context, or its last sliding_window positions)
+// into slices of that many positions (separate items, merged at the end
+// with a softmax rescale: vLLM's paged_attention_v2).
 template <class SourceAt>
 void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float scale,
-            int32_t heads, int32_t partition_tokens, float* out, SourceAt source_at) {
+            int32_t heads, int32_t partition_tokens, int32_t sliding_window, float* out,
+            SourceAt source_at) {
   const int32_t g = sh.group();
   const int32_t hd = sh.hd;
   const int32_t chunks = sh.num_kv_heads / heads;
@@ -54,10 +61,13 @@ void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float 
   // Slices: (sequence, slice index); one per sequence when not partitioned.
   // A sequence with context 0 gets one empty slice.
   std::vector<int32_t> first_part(sh.num_seqs + 1, 0);
+  double macs = 0;
   for (int32_t s = 0; s < sh.num_seqs; ++s) {
+    const int32_t seen = context_lens[s] - WindowStart(context_lens[s], sliding_window);
     const int32_t parts =
-        partitioned ? std::max(1, (context_lens[s] + partition_tokens - 1) / partition_tokens) : 1;
+        partitioned ? std::max(1, (seen + partition_tokens - 1) / partition_tokens) : 1;
     first_part[s + 1] = first_part[s] + parts;
+    macs += 2.0 * seen * sh.num_heads * hd;
   }
   const int32_t num_parts = first_part[sh.num_seqs];
   std::vector<int32_t> part_seq(num_parts);
@@ -68,8 +78,6 @@ void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float 
   // head: running max, running sum and acc[hd].
   const int64_t partial_rows = partitioned ? int64_t{num_parts} * sh.num_heads : 0;
   std::vector<float> part_max(partial_rows), part_sum(partial_rows), part_acc(partial_rows * hd);
-  double macs = 0;
-  for (int32_t s = 0; s < sh.num_seqs; ++s) macs += 2.0 * context_lens[s] * sh.num_heads * hd;
 
   const int64_t items = int64_t{num_parts} * chunks;
   ForEachItem(items, macs, m, hd, [&](int64_t item, Scratch& sc) {
@@ -77,7 +85,8 @@ void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float 
     const int32_t h = static_cast<int32_t>(item % chunks) * heads;
     const int32_t s = part_seq[part];
     const int32_t len = context_lens[s];
-    const int32_t begin = partitioned ? (part - first_part[s]) * partition_tokens : 0;
+    const int32_t start = WindowStart(len, sliding_window);
+    const int32_t begin = start + (partitioned ? (part - first_part[s]) * partition_tokens : 0);
     const int32_t end = partitioned ? std::min(len, begin + partition_tokens) : len;
     const int64_t head0 = int64_t{h} * g;  // first query head of the item
     const int64_t row0 = (int64_t{s} * sh.num_heads + head0) * hd;
@@ -85,6 +94,7 @@ void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float 
     for (int32_t r = 0; r < m; ++r) {
       LoadQueryRow(q + row0 + int64_t{r} * hd, scale, hd, sc.q + int64_t{r} * hd);
       sc.limit[r] = len - 1;
+      sc.first[r] = start;
     }
     AttendRange(source_at(s, h), sc, heads, g, begin, end);
     if (!partitioned) {
@@ -136,16 +146,19 @@ void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float 
 // item from HeadsPerItem.
 template <class SourceAt>
 void DecodeWithSplit(const float* q, const Shape& sh, const int32_t* context_lens, float scale,
-                     const DecodeSplit& split, float* out, SourceAt source_at) {
+                     const DecodeSplit& split, int32_t sliding_window, float* out,
+                     SourceAt source_at) {
   int32_t partition = split.partition_tokens;
   if (partition == 0) {
-    int32_t max_len = 0;
-    for (int32_t s = 0; s < sh.num_seqs; ++s) max_len = std::max(max_len, context_lens[s]);
+    int32_t max_len = 0;  // of the attended ranges
+    for (int32_t s = 0; s < sh.num_seqs; ++s) {
+      max_len = std::max(max_len, context_lens[s] - WindowStart(context_lens[s], sliding_window));
+    }
     const bool few_items = int64_t{sh.num_seqs} * sh.num_kv_heads < 2 * int64_t{MaxThreads()};
     partition = few_items && max_len >= 2 * kDefaultPartitionTokens ? kDefaultPartitionTokens : -1;
   }
   const int32_t heads = split.heads_per_item > 0 ? split.heads_per_item : HeadsPerItem(sh);
-  Decode(q, sh, context_lens, scale, heads, partition, out, source_at);
+  Decode(q, sh, context_lens, scale, heads, partition, sliding_window, out, source_at);
 }
 
 }  // namespace
@@ -165,22 +178,26 @@ bool ValidateDecodeSplit(const DecodeSplit& split, int32_t num_kv_heads, std::st
 }
 
 void PagedAttentionDecode(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
-                          const int32_t* context_lens, int32_t num_heads, float scale, float* out) {
-  PagedAttentionDecodeSplit(q, kv, tables, context_lens, num_heads, scale, DecodeSplit{}, out);
+                          const int32_t* context_lens, int32_t num_heads, float scale, float* out,
+                          int32_t sliding_window) {
+  PagedAttentionDecodeSplit(q, kv, tables, context_lens, num_heads, scale, DecodeSplit{}, out,
+                            sliding_window);
 }
 
 void PagedAttentionDecodeSplit(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
                                const int32_t* context_lens, int32_t num_heads, float scale,
-                               const DecodeSplit& split, float* out) {
+                               const DecodeSplit& split, float* out, int32_t sliding_window) {
   const Shape sh{tables.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
-  DecodeWithSplit(q, sh, context_lens, scale, split, out, PagedSourceAt(kv, tables));
+  DecodeWithSplit(q, sh, context_lens, scale, split, sliding_window, out,
+                  PagedSourceAt(kv, tables));
 }
 
 void ContiguousAttentionDecode(const float* q, const ContiguousKvLayer& kv,
                                const int32_t* context_lens, int32_t num_heads, float scale,
-                               float* out) {
+                               float* out, int32_t sliding_window) {
   const Shape sh{kv.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
-  DecodeWithSplit(q, sh, context_lens, scale, DecodeSplit{}, out, ContiguousSourceAt(kv));
+  DecodeWithSplit(q, sh, context_lens, scale, DecodeSplit{}, sliding_window, out,
+                  ContiguousSourceAt(kv));
 }
 
 }  // namespace cpu

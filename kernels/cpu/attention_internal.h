@@ -176,7 +176,9 @@ struct ContiguousSource {
 
 struct Scratch {
   Scratch(int32_t max_rows, int32_t hd)
-      : buf(static_cast<size_t>(max_rows) * (2 * hd + kTileTokens + 4)), limit(max_rows) {
+      : buf(static_cast<size_t>(max_rows) * (2 * hd + kTileTokens + 4)),
+        limit(max_rows),
+        first(max_rows) {
     q = buf.data();
     acc = q + int64_t{max_rows} * hd;
     s = acc + int64_t{max_rows} * hd;
@@ -198,6 +200,7 @@ struct Scratch {
 
   std::vector<float> buf;
   std::vector<int32_t> limit;  // [m] last position each row may attend to
+  std::vector<int32_t> first;  // [m] first one (> 0 under a sliding window)
   float* q;                    // [m][hd] query rows, pre-multiplied by scale
   float* acc;                  // [m][hd] unnormalized output
   float* s;                    // [m][kTileTokens] scores, then probabilities
@@ -312,18 +315,20 @@ static FOLIO_SIMD_CLONES void ValuesPiece(const float* p, int32_t m, const float
 }
 
 // Online softmax over one tile of n positions starting at t0 for row r:
-// masks positions past the row's limit, updates the running max (rescaling
-// sum and acc when it grows) and turns the scores into probabilities.
+// masks positions outside the row's [first, limit], updates the running max
+// (rescaling sum and acc when it grows) and turns the scores into
+// probabilities.
 static FOLIO_SIMD_CLONES void SoftmaxTileRow(Scratch& sc, int32_t r, int32_t t0, int32_t n, int32_t hd) {
   float* __restrict s = sc.s + r * kTileTokens;
+  const int32_t lo = std::clamp(sc.first[r] - t0, 0, n);
   const int32_t valid = std::clamp(sc.limit[r] - t0 + 1, 0, n);
-  if (valid == 0) {  // the whole tile lies past this row's position
+  if (lo >= valid) {  // the whole tile lies outside this row's window
     std::fill(s, s + n, 0.0f);
     return;
   }
   float mt = kNegInf;
 #pragma omp simd reduction(max : mt)
-  for (int32_t t = 0; t < valid; ++t) mt = std::max(mt, s[t]);
+  for (int32_t t = lo; t < valid; ++t) mt = std::max(mt, s[t]);
   const float m_old = sc.mx[r];
   const float m_new = std::max(m_old, mt);
   if (m_new > m_old) {
@@ -338,26 +343,21 @@ static FOLIO_SIMD_CLONES void SoftmaxTileRow(Scratch& sc, int32_t r, int32_t t0,
   }
   float tile_sum = 0.0f;
 #pragma omp simd reduction(+ : tile_sum)
-  for (int32_t t = 0; t < valid; ++t) {
+  for (int32_t t = lo; t < valid; ++t) {
     const float e = FastExp(s[t] - m_new);
     s[t] = e;
     tile_sum += e;
   }
+  for (int32_t t = 0; t < lo; ++t) s[t] = 0.0f;
   for (int32_t t = valid; t < n; ++t) s[t] = 0.0f;
   sc.sum[r] += tile_sum;
 }
 
-// Attends the sc.q rows to positions [begin, end) of src, each row only up
-// to its own limit (sc.limit), folding into the running state. The rows are
-// `groups` groups of g rows; group j reads KV head (src's first head + j).
-// REQUIRES: every row's limit >= begin (each row sees at least one position
-// of the range), so no row's running max stays -inf after the first tile.
-
-// Attends the sc.q rows to positions [begin, end) of src, each row only up
-// to its own limit (sc.limit), folding into the running state. The rows are
-// `groups` groups of g rows; group j reads KV head (src's first head + j).
-// REQUIRES: every row's limit >= begin (each row sees at least one position
-// of the range), so no row's running max stays -inf after the first tile.
+// Attends the sc.q rows to positions [begin, end) of src, each row only to
+// its own [sc.first, sc.limit], folding into the running state. The rows
+// are `groups` groups of g rows; group j reads KV head (src's first head +
+// j). A row may see nothing in a tile (or the whole range): its state then
+// stays as it was.
 template <class Src>
 static void AttendRange(const Src& src, Scratch& sc, int32_t groups, int32_t g, int32_t begin,
                  int32_t end) {

@@ -97,21 +97,22 @@ FOLIO_SIMD_CLONES void ScoresTileT(const float* qt, int32_t mp, const float* k,
 }
 
 // Online softmax over keys [t0, t0 + n) for all mp rows at once: masks each
-// row past its limit, updates running max and sum, rescales acc, and turns
-// the scores into probabilities in place.
+// row outside its [first, limit], updates running max and sum, rescales acc,
+// and turns the scores into probabilities in place.
 FOLIO_SIMD_CLONES void SoftmaxTileT(Scratch& sc, int32_t mp, int32_t t0, int32_t n, int32_t hd) {
   float* __restrict tmax = sc.tmax;
   float* __restrict alpha = sc.alpha;
   float* __restrict mx = sc.mx;
   float* __restrict sum = sc.sum;
   const int32_t* __restrict limit = sc.limit.data();
+  const int32_t* __restrict first = sc.first.data();
   std::fill(tmax, tmax + mp, kNegInf);
   for (int32_t j = 0; j < n; ++j) {
     float* __restrict s = sc.s + int64_t{j} * mp;
     const int32_t pos = t0 + j;
 #pragma omp simd
     for (int32_t r = 0; r < mp; ++r) {
-      const float v = Select(pos <= limit[r], s[r], kNegInf);
+      const float v = Select(pos <= limit[r] && pos >= first[r], s[r], kNegInf);
       s[r] = v;
       tmax[r] = Select(v > tmax[r], v, tmax[r]);
     }
@@ -190,8 +191,8 @@ FOLIO_SIMD_CLONES void ValuesTileT(const float* pt, int32_t mp, const float* v,
   }
 }
 
-// Attends the mp rows of sc (Q^T in sc.q, limits in sc.limit) to positions
-// [begin, end) of src (one KV head), tile by tile.
+// Attends the mp rows of sc (Q^T in sc.q, ranges in sc.first / sc.limit) to
+// positions [begin, end) of src (one KV head), tile by tile.
 template <class Src>
 void AttendRangeTiled(const Src& src, Scratch& sc, int32_t mp, int32_t begin, int32_t end) {
   const int32_t hd = src.hd;
@@ -215,7 +216,12 @@ void AttendRangeTiled(const Src& src, Scratch& sc, int32_t mp, int32_t begin, in
 
 template <class SourceAt>
 void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
-             const int32_t* context_lens, float scale, float* out, SourceAt source_at) {
+             const int32_t* context_lens, float scale, int32_t sliding_window, float* out,
+             SourceAt source_at) {
+  // First position the query at `pos` sees.
+  auto first_seen = [sliding_window](int32_t pos) {
+    return sliding_window > 0 ? std::max(0, pos - sliding_window + 1) : 0;
+  };
   const int32_t g = sh.group();
   const int32_t hd = sh.hd;
   // Query tiles: up to kMaxRows rows (tokens x group heads) per item.
@@ -232,7 +238,9 @@ void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
     for (int32_t i = 0; i < qlen; i += tile_queries) {
       tiles.push_back({s, i, std::min(qlen, i + tile_queries)});
     }
-    macs += 2.0 * qlen * (past + qlen / 2.0 + 1) * sh.num_heads * hd;
+    const double seen = sliding_window > 0 ? std::min<double>(sliding_window, past + qlen / 2.0 + 1)
+                                           : past + qlen / 2.0 + 1;
+    macs += 2.0 * qlen * seen * sh.num_heads * hd;
   }
   // Costlier tiles (later queries see more keys) are pushed last; hand them
   // out first.
@@ -252,6 +260,9 @@ void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
     const int32_t s = tile.seq;
     const int32_t past = context_lens[s] - (query_start[s + 1] - query_start[s]);
     const int32_t m = (tile.last - tile.first) * g;
+    // Keys [begin, end): from the first query's window start to the last query.
+    const int32_t begin = first_seen(past + tile.first);
+    const int32_t end = past + tile.last;
 #ifdef FOLIO_TILED_PREFILL
     if (m >= kMinTiledRows) {
       const int32_t mp = (m + kRowPad - 1) / kRowPad * kRowPad;
@@ -264,13 +275,15 @@ void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
           const float* src = q + row0 + int64_t{j} * hd;
           for (int32_t d = 0; d < hd; ++d) sc.q[int64_t{d} * mp + r] = src[d] * scale;
           sc.limit[r] = past + i;
+          sc.first[r] = first_seen(past + i);
         }
       }
       for (int32_t r = m; r < mp; ++r) {
         for (int32_t d = 0; d < hd; ++d) sc.q[int64_t{d} * mp + r] = 0.0f;
         sc.limit[r] = -1;
+        sc.first[r] = 0;
       }
-      AttendRangeTiled(source_at(s, h), sc, mp, 0, past + tile.last);
+      AttendRangeTiled(source_at(s, h), sc, mp, begin, end);
       for (int32_t i = tile.first; i < tile.last; ++i) {
         const int64_t row0 = ((int64_t{query_start[s]} + i) * sh.num_heads + int64_t{h} * g) * hd;
         for (int32_t j = 0; j < g; ++j) {
@@ -288,9 +301,10 @@ void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
         const int32_t r = (i - tile.first) * g + j;
         LoadQueryRow(q + row0 + int64_t{j} * hd, scale, hd, sc.q + int64_t{r} * hd);
         sc.limit[r] = past + i;
+        sc.first[r] = first_seen(past + i);
       }
     }
-    AttendRange(source_at(s, h), sc, 1, m, 0, past + tile.last);
+    AttendRange(source_at(s, h), sc, 1, m, begin, end);
     for (int32_t i = tile.first; i < tile.last; ++i) {
       const int64_t row0 = ((int64_t{query_start[s]} + i) * sh.num_heads + int64_t{h} * g) * hd;
       for (int32_t j = 0; j < g; ++j) {
@@ -305,16 +319,18 @@ void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
 
 void PagedAttentionPrefill(const float* q, const PagedKvLayer& kv, const BlockTables& tables,
                            const int32_t* query_start, const int32_t* context_lens,
-                           int32_t num_heads, float scale, float* out) {
+                           int32_t num_heads, float scale, float* out, int32_t sliding_window) {
   const Shape sh{tables.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
-  Prefill(q, sh, query_start, context_lens, scale, out, PagedSourceAt(kv, tables));
+  Prefill(q, sh, query_start, context_lens, scale, sliding_window, out,
+          PagedSourceAt(kv, tables));
 }
 
 void ContiguousAttentionPrefill(const float* q, const ContiguousKvLayer& kv,
                                 const int32_t* query_start, const int32_t* context_lens,
-                                int32_t num_heads, float scale, float* out) {
+                                int32_t num_heads, float scale, float* out,
+                                int32_t sliding_window) {
   const Shape sh{kv.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
-  Prefill(q, sh, query_start, context_lens, scale, out, ContiguousSourceAt(kv));
+  Prefill(q, sh, query_start, context_lens, scale, sliding_window, out, ContiguousSourceAt(kv));
 }
 
 }  // namespace folio::kernels::cpu

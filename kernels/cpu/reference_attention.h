@@ -13,12 +13,14 @@ namespace folio::kernels::cpu {
 // Attention of one sequence over its whole contiguous K/V.
 //   k, v: [seq_len][num_kv_heads][head_dim]  (positions 0 .. seq_len-1)
 //   q, out: [query_len][num_heads][head_dim]; query i sits at position
-//           seq_len - query_len + i and attends causally to positions <= its own.
+//           seq_len - query_len + i and attends causally to positions <= its own
+//           (and, with sliding_window W > 0, only to the last W of them:
+//           positions p with pos - W < p <= pos).
 // Query head h reads KV head h / (num_heads / num_kv_heads).
 // REQUIRES: 0 <= query_len <= seq_len, num_heads % num_kv_heads == 0.
 void ReferenceAttention(const float* q, const float* k, const float* v, int32_t seq_len,
                         int32_t query_len, int32_t num_heads, int32_t num_kv_heads,
-                        int32_t head_dim, float scale, float* out);
+                        int32_t head_dim, float scale, float* out, int32_t sliding_window = 0);
 
 }  // namespace folio::kernels::cpu
 

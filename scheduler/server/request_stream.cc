@@ -131,7 +131,11 @@ v1::GenerateResponse RequestStream::MakeFinished(const RequestOutput* output) {
     v1::SequenceFinish* f = finished->add_sequences();
     f->set_index(static_cast<uint32_t>(i));
     f->set_reason(ToProtoFinishReason(s.reason));
-    if (s.reason == FinishReason::kError) f->set_error_message(s.error);
+    if (s.reason == FinishReason::kError) {
+      f->set_error_message(s.error);
+    } else if (s.reason == FinishReason::kLength && output != nullptr && !output->error.empty()) {
+      f->set_error_message(output->error);  // cut short: the KV cache could not hold it
+    }
     if (s.reason == FinishReason::kStop) {
       if (s.text != nullptr && s.text->stopped()) {
         f->set_stop_string(s.text->matched_stop());

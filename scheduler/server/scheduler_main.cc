@@ -10,8 +10,10 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -407,8 +409,26 @@ int Run(int argc, char** argv) {
   init.set_kv_cache_bytes(static_cast<uint64_t>(kv_cache_mb) << 20);
   init.set_memory_utilization(static_cast<float>(s.gpu_memory_utilization));
   init.set_swap_space_bytes(static_cast<uint64_t>(s.swap_space_mb) << 20);
+  // The CUDA kernels have no sliding window yet: a windowed model is served
+  // there only up to its window (the workers refuse longer).
+  int32_t model_max_len = model->max_position_embeddings;
+  const int32_t window = model->SmallestAttentionWindow();
+  if (on_cuda && window > 0) {
+    if (s.max_model_len > window) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "--max-model-len ", s.max_model_len, ": the model uses sliding-window attention (window ",
+          window, "), which --device cuda does not implement yet; use at most ", window)));
+    }
+    if (model_max_len > window) {
+      std::fprintf(stderr,
+                   "folio-scheduler: max_model_len capped at the model's sliding window %d "
+                   "(not implemented on --device cuda yet; the model allows %d)\n",
+                   window, model_max_len);
+      model_max_len = window;
+    }
+  }
   const int32_t max_model_len =
-      s.max_model_len > 0 ? static_cast<int32_t>(s.max_model_len) : model->max_position_embeddings;
+      s.max_model_len > 0 ? static_cast<int32_t>(s.max_model_len) : model_max_len;
   init.set_max_model_len(static_cast<uint32_t>(max_model_len));
   init.set_max_num_batched_tokens(static_cast<uint32_t>(s.max_num_batched_tokens));
   init.set_max_num_seqs(static_cast<uint32_t>(s.max_num_seqs));
@@ -428,6 +448,14 @@ int Run(int argc, char** argv) {
     return fail(workers.status());
   }
   RemoteWorkerGroup* group = workers->get();
+  // What the pool can hold bounds what may be asked for.
+  std::string cap_note;
+  const absl::StatusOr<int32_t> served_len =
+      ResolveMaxModelLen(static_cast<int32_t>(std::min<int64_t>(s.max_model_len, INT32_MAX)),
+                         model_max_len, int64_t{group->num_device_blocks()} * s.block_size,
+                         &cap_note);
+  if (!served_len.ok()) return fail(served_len.status());
+  if (!cap_note.empty()) std::fprintf(stderr, "folio-scheduler: %s\n", cap_note.c_str());
 
   Engine::Options eo;
   eo.scheduler.block_size = static_cast<int32_t>(s.block_size);
@@ -435,7 +463,7 @@ int Run(int argc, char** argv) {
   eo.scheduler.num_host_blocks = group->num_host_blocks();
   eo.scheduler.max_num_seqs = static_cast<int32_t>(s.max_num_seqs);
   eo.scheduler.max_num_batched_tokens = static_cast<int32_t>(s.max_num_batched_tokens);
-  eo.scheduler.max_model_len = max_model_len;
+  eo.scheduler.max_model_len = *served_len;
   eo.scheduler.enable_prefix_caching = s.enable_prefix_caching;
   eo.scheduler.preemption_mode = *preemption;
   eo.scheduler.policy = *policy;
@@ -458,7 +486,7 @@ int Run(int argc, char** argv) {
   }
   RequestLimits limits;
   limits.vocab_size = model->vocab_size;
-  limits.max_model_len = max_model_len;
+  limits.max_model_len = *served_len;
   limits.bos_token_id = model->bos_token_id;
   limits.eos_token_ids = model->eos_token_ids;
   // A failed worker group ends serving: probes see NOT_SERVING (Kubernetes

@@ -230,6 +230,11 @@ TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
       {{"run", "--model", kDemoDir, "--prompts-file", "/nonexistent/prompts.jsonl"},
        "/nonexistent/prompts.jsonl"},
       {{"frobnicate"}, "frobnicate"},
+      {{"run", "--model", kDemoDir, "--prompt", ""}, "--prompt is empty"},
+      // 10 blocks of 16 hold 160 tokens: a longer max_model_len could never finish.
+      {{"run", "--model", kDemoDir, "--prompt", "Hi", "--num-device-blocks", "10",
+        "--max-model-len", "161"},
+       "exceeds the 160 token slots"},
   };
   for (const Case& c : cases) {
     std::string joined;
@@ -241,9 +246,38 @@ TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
     EXPECT_THAT(r.err, HasSubstr(c.message));
   }
   // --help is not an error.
+  EXPECT_THAT(Folio({"run", "--model", "/nonexistent/model", "--prompt", "Hi"}).err,
+              HasSubstr("model directory not found"));
   const RunResult help = Folio({"run", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--prompts-file"));
+}
+
+// The model allows 512 tokens, 10 blocks hold 160: max_model_len is capped
+// (and said so); a prompt beyond the cap fails its request, which is
+// printed and makes the run exit 1 while the other request is served.
+TEST(FolioRunTest, MaxModelLenIsCappedAtTheCacheAndAFailedRequestExitsOne) {
+  char path[] = "/tmp/folio_run_test_prompts.XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::string long_prompt;
+  for (int i = 0; i < 100; ++i) long_prompt += "and the LORD said ";
+  {
+    std::ofstream out(path);
+    out << json{{"prompt", "And God said"}, {"max_tokens", 4}}.dump() << "\n";
+    out << json{{"prompt", long_prompt}, {"max_tokens", 4}}.dump() << "\n";
+  }
+  const RunResult r = Folio({"run", "--model", kDemoDir, "--prompts-file", path,
+                             "--num-device-blocks", "10", "--temperature", "0", "--json"});
+  unlink(path);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("max_model_len capped at 160"));
+  const std::vector<json> lines = JsonLines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_FALSE(lines[0].contains("error")) << lines[0];
+  EXPECT_EQ(lines[0]["outputs"][0]["token_ids"].size(), 4u);
+  EXPECT_THAT(lines[1].value("error", ""), HasSubstr("max_model_len 160"));
 }
 
 }  // namespace

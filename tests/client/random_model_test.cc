@@ -10,6 +10,9 @@
 //   qwen2        Qwen2 with QKV bias, tied embeddings, F32, no head_dim in config
 //   llama3       llama3 rope scaling, BF16, eos as a list
 //   mistral      MistralForCausalLM, F32, block size 8, chunked prefill
+//   mistral_window  Mistral with a sliding window of 6, block size 8, chunked
+//                   prefill: every case outgrows the window
+//   qwen2_window    Qwen2 with a window of 5 on layer 1 only (max_window_layers 1)
 
 #include <cmath>
 #include <filesystem>
@@ -109,7 +112,8 @@ TEST_P(RandomModelTest, GreedyTokensAndLogprobsMatchTheTorchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RandomModelTest,
                          ::testing::Values(Case{"llama_hd128"}, Case{"hd256"}, Case{"qwen2"},
-                                           Case{"llama3"}, Case{"mistral", 8, 16}),
+                                           Case{"llama3"}, Case{"mistral", 8, 16},
+                                           Case{"mistral_window", 8, 16}, Case{"qwen2_window"}),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -143,6 +143,48 @@ TEST(ModelConfigTest, Qwen2) {
   EXPECT_EQ(MustParse(j.dump()).sliding_window, 32768);
 }
 
+// Which layers attend through the window, as transformers decides it.
+TEST(ModelConfigTest, SlidingWindowLayers) {
+  // Mistral: every layer.
+  ModelConfig m = MustParse(kMistral);
+  EXPECT_EQ(m.AttentionWindow(0), 4096);
+  EXPECT_EQ(m.AttentionWindow(m.num_layers - 1), 4096);
+  EXPECT_EQ(m.SmallestAttentionWindow(), 4096);
+  json j = json::parse(kMistral);
+  j.erase("sliding_window");  // absent: transformers' default
+  EXPECT_EQ(MustParse(j.dump()).sliding_window, 4096);
+
+  // Qwen2 (24 layers): from max_window_layers (21) on; none when off.
+  EXPECT_EQ(MustParse(kQwen2).AttentionWindow(23), 0);
+  EXPECT_EQ(MustParse(kQwen2).SmallestAttentionWindow(), 0);
+  json q = json::parse(kQwen2);
+  q["use_sliding_window"] = true;
+  q["sliding_window"] = 64;
+  ModelConfig c = MustParse(q.dump());
+  EXPECT_EQ(c.AttentionWindow(20), 0);
+  EXPECT_EQ(c.AttentionWindow(21), 64);
+  EXPECT_EQ(c.AttentionWindow(23), 64);
+  EXPECT_EQ(c.AttentionWindow(24), 0);  // no such layer
+  EXPECT_EQ(c.SmallestAttentionWindow(), 64);
+  q["max_window_layers"] = 24;  // no layer left
+  EXPECT_EQ(MustParse(q.dump()).SmallestAttentionWindow(), 0);
+
+  // An explicit layer_types list decides instead.
+  std::vector<std::string> types(24, "full_attention");
+  types[3] = "sliding_attention";
+  q["layer_types"] = types;
+  c = MustParse(q.dump());
+  EXPECT_EQ(c.AttentionWindow(3), 64);
+  EXPECT_EQ(c.AttentionWindow(23), 0);
+  types[5] = "chunked_attention";
+  q["layer_types"] = types;
+  absl::StatusOr<ModelConfig> bad = ModelConfig::Parse(q.dump(), "cfg");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("'layer_types'"));
+  q["layer_types"] = std::vector<std::string>(3, "full_attention");  // wrong length
+  EXPECT_FALSE(ModelConfig::Parse(q.dump(), "cfg").ok());
+}
+
 TEST(ModelConfigTest, Defaults) {
   ModelConfig c = MustParse(kMinimal);
   EXPECT_EQ(c.num_kv_heads, 4);   // = num_attention_heads
@@ -296,7 +338,7 @@ TEST(ModelConfigTest, LoadFromMissingDirectory) {
   absl::StatusOr<ModelConfig> c = ModelConfig::LoadFromDirectory(dir);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(c.status().message()), HasSubstr(dir + "/config.json"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("model directory not found: " + dir));
 }
 
 }  // namespace

@@ -126,5 +126,45 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual([s.token_ids for s in a.sequences], [s.token_ids for s in b.sequences])
 
 
+
+class SmallKvCacheTest(unittest.TestCase):
+    """A KV cache smaller than the model's 512 positions: max_model_len is capped
+    at what it holds (and the log says so), longer prompts are refused by name,
+    and a --max-model-len it cannot hold stops the scheduler at startup."""
+
+    def test_max_model_len_is_capped_at_the_cache(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cluster = LocalCluster(os.path.join(tmp, "scheduler.log"),
+                                   scheduler_flags=("--num-device-blocks", "10"))
+            stubs = folio_client.generate_stubs(os.path.join(tmp, "stubs"))
+            client = folio_client.FolioClient(cluster.address, stubs)
+            try:
+                info = client.wait_ready(timeout=120)
+                self.assertEqual(info.kv_token_capacity, 160)
+                self.assertEqual(info.max_model_len, 160)
+                self.assertIn("max_model_len capped at 160", cluster.log())
+                with self.assertRaises(grpc.RpcError) as err:
+                    client.generate(token_ids=[1] * 200, max_tokens=4)
+                self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn("max_model_len is 160", err.exception.details())
+                done = client.generate("And God said", max_tokens=4, temperature=0.0)
+                self.assertEqual(len(done.sequences[0].token_ids), 4)
+            finally:
+                client.close()
+                self.assertEqual(cluster.stop(), 0, cluster.log())
+
+    def test_a_max_model_len_the_cache_cannot_hold_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cluster = LocalCluster(os.path.join(tmp, "scheduler.log"),
+                                   scheduler_flags=("--num-device-blocks", "10",
+                                                    "--max-model-len", "400"))
+            try:
+                code = cluster.scheduler.wait(timeout=120)
+            finally:
+                cluster.stop()
+            self.assertNotEqual(code, 0)
+            self.assertIn("--max-model-len 400 exceeds the 160 token slots", cluster.log())
+
+
 if __name__ == "__main__":
     unittest.main()

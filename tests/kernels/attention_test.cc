@@ -34,6 +34,7 @@ struct Case {
   std::vector<int32_t> query_lens;    // per sequence (all 1 for decode)
   float score_mult = 1.0f;            // scale = score_mult / sqrt(head_dim)
   uint32_t seed = 1;
+  int32_t sliding_window = 0;  // > 0: each query sees only its last W positions
 
   int32_t num_heads() const { return num_kv_heads * group; }
   int32_t num_seqs() const { return static_cast<int32_t>(context_lens.size()); }
@@ -50,7 +51,15 @@ std::string Describe(const Case& c) {
   for (int32_t i = 0; i < c.num_seqs(); ++i) {
     s += "_" + std::to_string(c.context_lens[i]) + ":" + std::to_string(c.query_lens[i]);
   }
+  if (c.sliding_window > 0) s += "_window" + std::to_string(c.sliding_window);
   return s;
+}
+
+// The first position any query of sequence s sees: its first query's
+// window start (0 without a window).
+int32_t FirstSeen(const Case& c, int32_t s) {
+  const int32_t first_query = c.context_lens[s] - std::max(c.query_lens[s], 1);
+  return c.sliding_window > 0 ? std::max(0, first_query - c.sliding_window + 1) : 0;
 }
 
 // A batch: per-sequence contiguous K/V (the reference's input), the same
@@ -105,8 +114,13 @@ struct Batch {
                 ((int64_t{s} * c.num_kv_heads + h) * max_len + t) * c.head_dim + d;
             k_pool[paged] = k[s][src];
             v_pool[paged] = v[s][src];
-            k_contig[contig] = k[s][src];
-            v_contig[contig] = v[s][src];
+            // Under a window, positions no query of s sees hold NaN: a
+            // kernel that reads them fails.
+            const bool unseen = t < FirstSeen(c, s);
+            k_pool[paged] = unseen ? kNaN : k[s][src];
+            v_pool[paged] = unseen ? kNaN : v[s][src];
+            k_contig[contig] = unseen ? kNaN : k[s][src];
+            v_contig[contig] = unseen ? kNaN : v[s][src];
           }
         }
       }
@@ -139,7 +153,8 @@ struct Batch {
       if (c.context_lens[s] == 0) continue;
       ReferenceAttention(q.data() + query_start[s] * row, k[s].data(), v[s].data(),
                          c.context_lens[s], c.query_lens[s], c.num_heads(), c.num_kv_heads,
-                         c.head_dim, scale, out.data() + query_start[s] * row);
+                         c.head_dim, scale, out.data() + query_start[s] * row,
+                         c.sliding_window);
     }
     return out;
   }
@@ -252,6 +267,15 @@ std::vector<Case> DecodeCases() {
       {16, 128, 1, 4, {1500}, {}, 4.0f, 17},       // one long sequence: auto-partitioned
   };
   for (uint32_t seed = 100; seed < 118; ++seed) cases.push_back(RandomCase(seed, false));
+  // Sliding windows: of 1, shorter and longer than a block, around a tile
+  // (64) and a 512-position slice, longer than every context.
+  const int32_t windows[] = {1, 7, 16, 63, 65, 600, 5000};
+  for (uint32_t i = 0; i < std::size(windows); ++i) {
+    Case c = RandomCase(300 + i, false);
+    c.sliding_window = windows[i];
+    cases.push_back(c);
+  }
+  cases.push_back({16, 128, 1, 4, {1500, 3}, {}, 4.0f, 18, 700});  // partitioned, windowed
   for (Case& c : cases) c.query_lens.assign(c.context_lens.size(), 1);
   return cases;
 }
@@ -271,6 +295,14 @@ std::vector<Case> PrefillCases() {
       {8, 80, 2, 2, {9, 8, 7}, {9, 3, 7}, 1.0f, 26},
   };
   for (uint32_t seed = 200; seed < 214; ++seed) cases.push_back(RandomCase(seed, true));
+  const int32_t windows[] = {1, 5, 16, 40, 64, 100, 2000};
+  for (uint32_t i = 0; i < std::size(windows); ++i) {
+    Case c = RandomCase(400 + i, true);
+    c.sliding_window = windows[i];
+    cases.push_back(c);
+  }
+  // A whole prompt and a chunk after cached context, windows inside them.
+  cases.push_back({16, 64, 2, 4, {200, 1000}, {200, 90}, 4.0f, 27, 33});
   return cases;
 }
 
@@ -284,7 +316,7 @@ TEST_P(DecodeTest, PagedMatchesReference) {
   const std::vector<float> want = b.Expected();
   std::vector<float> got = b.NewOutput();
   PagedAttentionDecode(b.q.data(), b.Paged(), b.Tables(), b.c.context_lens.data(), b.c.num_heads(),
-                       b.scale, got.data());
+                       b.scale, got.data(), b.c.sliding_window);
   EXPECT_LT(RelError(got, want), kTolerance) << Describe(b.c);
 }
 
@@ -302,7 +334,7 @@ TEST_P(DecodeTest, EverySplitMatchesReference) {
       ASSERT_TRUE(ValidateDecodeSplit(split, b.c.num_kv_heads, &error)) << error;
       std::vector<float> got = b.NewOutput();
       PagedAttentionDecodeSplit(b.q.data(), b.Paged(), b.Tables(), b.c.context_lens.data(),
-                                b.c.num_heads(), b.scale, split, got.data());
+                                b.c.num_heads(), b.scale, split, got.data(), b.c.sliding_window);
       EXPECT_LT(RelError(got, want), kTolerance)
           << "heads/item " << heads << " partition " << part << " " << Describe(b.c);
     }
@@ -314,7 +346,7 @@ TEST_P(DecodeTest, ContiguousMatchesReference) {
   const std::vector<float> want = b.Expected();
   std::vector<float> got = b.NewOutput();
   ContiguousAttentionDecode(b.q.data(), b.Contiguous(), b.c.context_lens.data(), b.c.num_heads(),
-                            b.scale, got.data());
+                            b.scale, got.data(), b.c.sliding_window);
   EXPECT_LT(RelError(got, want), kTolerance) << Describe(b.c);
 }
 
@@ -324,7 +356,7 @@ TEST_P(DecodeTest, PrefillOfOneTokenEqualsDecode) {
   const Batch b(GetParam());
   std::vector<float> decode = b.NewOutput();
   PagedAttentionDecode(b.q.data(), b.Paged(), b.Tables(), b.c.context_lens.data(), b.c.num_heads(),
-                       b.scale, decode.data());
+                       b.scale, decode.data(), b.c.sliding_window);
   const int64_t row = int64_t{b.c.num_heads()} * b.c.head_dim;
   for (int32_t s = 0; s < b.c.num_seqs(); ++s) {
     if (b.c.context_lens[s] == 0) continue;
@@ -332,9 +364,12 @@ TEST_P(DecodeTest, PrefillOfOneTokenEqualsDecode) {
     const int32_t qs[2] = {0, 1};
     std::vector<float> prefill(row, kNaN);
     PagedAttentionPrefill(b.q.data() + s * row, b.Paged(), one, qs, &b.c.context_lens[s],
-                          b.c.num_heads(), b.scale, prefill.data());
+                          b.c.num_heads(), b.scale, prefill.data(), b.c.sliding_window);
     const std::vector<float> want(decode.begin() + s * row, decode.begin() + (s + 1) * row);
-    EXPECT_LT(RelError(prefill, want), 1e-6) << "sequence " << s << " " << Describe(b.c);
+    // A window that starts mid-block groups positions differently for the
+    // vector dot products of the two paths: rounding, not a different sum.
+    const double tolerance = b.c.sliding_window > 0 ? 1e-5 : 1e-6;
+    EXPECT_LT(RelError(prefill, want), tolerance) << "sequence " << s << " " << Describe(b.c);
   }
 }
 
@@ -348,7 +383,8 @@ TEST_P(PrefillTest, PagedMatchesReference) {
   const std::vector<float> want = b.Expected();
   std::vector<float> got = b.NewOutput();
   PagedAttentionPrefill(b.q.data(), b.Paged(), b.Tables(), b.query_start.data(),
-                        b.c.context_lens.data(), b.c.num_heads(), b.scale, got.data());
+                        b.c.context_lens.data(), b.c.num_heads(), b.scale, got.data(),
+                        b.c.sliding_window);
   EXPECT_LT(RelError(got, want), kTolerance) << Describe(b.c);
 }
 
@@ -357,7 +393,8 @@ TEST_P(PrefillTest, ContiguousMatchesReference) {
   const std::vector<float> want = b.Expected();
   std::vector<float> got = b.NewOutput();
   ContiguousAttentionPrefill(b.q.data(), b.Contiguous(), b.query_start.data(),
-                             b.c.context_lens.data(), b.c.num_heads(), b.scale, got.data());
+                             b.c.context_lens.data(), b.c.num_heads(), b.scale, got.data(),
+                             b.c.sliding_window);
   EXPECT_LT(RelError(got, want), kTolerance) << Describe(b.c);
 }
 
@@ -365,24 +402,28 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PrefillTest, ::testing::ValuesIn(PrefillCases()
 
 // Chunked prefill must equal one-shot prefill: a 300-token prompt fed as
 // chunks of 1, 7 and 64 tokens (each chunk sees the earlier ones through the
-// cache) gives the rows the whole prompt gives at once.
+// cache) gives the rows the whole prompt gives at once, with and without a
+// sliding window.
 TEST(PrefillChunkingTest, ChunksEqualOneShot) {
-  Case whole{16, 128, 2, 4, {300}, {300}, 4.0f, 31};
-  const Batch b(whole);
-  std::vector<float> one_shot = b.NewOutput();
-  PagedAttentionPrefill(b.q.data(), b.Paged(), b.Tables(), b.query_start.data(),
-                        b.c.context_lens.data(), b.c.num_heads(), b.scale, one_shot.data());
-  const int64_t row = int64_t{whole.num_heads()} * whole.head_dim;
-  for (int32_t chunk : {1, 7, 64}) {
-    std::vector<float> chunked = b.NewOutput();
-    for (int32_t done = 0; done < 300; done += chunk) {
-      const int32_t len = std::min(chunk, 300 - done);
-      const int32_t ctx = done + len;  // the cache holds the chunk's own K/V too
-      const int32_t qs[2] = {0, len};
-      PagedAttentionPrefill(b.q.data() + done * row, b.Paged(), b.Tables(), qs, &ctx,
-                            whole.num_heads(), b.scale, chunked.data() + done * row);
+  for (int32_t window : {0, 50}) {
+    Case whole{16, 128, 2, 4, {300}, {300}, 4.0f, 31, window};
+    const Batch b(whole);
+    std::vector<float> one_shot = b.NewOutput();
+    PagedAttentionPrefill(b.q.data(), b.Paged(), b.Tables(), b.query_start.data(),
+                          b.c.context_lens.data(), b.c.num_heads(), b.scale, one_shot.data(),
+                          window);
+    const int64_t row = int64_t{whole.num_heads()} * whole.head_dim;
+    for (int32_t chunk : {1, 7, 64}) {
+      std::vector<float> chunked = b.NewOutput();
+      for (int32_t done = 0; done < 300; done += chunk) {
+        const int32_t len = std::min(chunk, 300 - done);
+        const int32_t ctx = done + len;  // the cache holds the chunk's own K/V too
+        const int32_t qs[2] = {0, len};
+        PagedAttentionPrefill(b.q.data() + done * row, b.Paged(), b.Tables(), qs, &ctx,
+                              whole.num_heads(), b.scale, chunked.data() + done * row, window);
+      }
+      EXPECT_LT(RelError(chunked, one_shot), 1e-5) << "chunk " << chunk << " window " << window;
     }
-    EXPECT_LT(RelError(chunked, one_shot), 1e-5) << "chunk " << chunk;
   }
 }
 

@@ -221,6 +221,31 @@ TEST(EngineTest, AWorkerFailureEndsEveryRequestWithAnError) {
             absl::StatusCode::kUnavailable);
 }
 
+// Four sequences of one request outgrow a 4-block pool together: they stop
+// short of max_tokens, with LENGTH and a message saying why (as `folio run`
+// reports it), and every block comes back.
+TEST(EngineTest, ARequestOutgrowingThePoolFinishesWithLengthAndSaysWhy) {
+  EngineSetup setup;
+  setup.num_device_blocks = 4;  // 64 token slots
+  std::unique_ptr<Engine> engine = MakeDemoEngine(setup);
+  ASSERT_NE(engine, nullptr);
+  v1::GenerateRequest r = GreedyRequest("And God said", 40);
+  r.mutable_sampling_params()->set_n(4);
+  r.mutable_sampling_params()->set_temperature(1);
+  r.mutable_sampling_params()->set_seed(3);
+  r.mutable_sampling_params()->set_ignore_eos(true);
+  Submitted s = Submit(*engine, r);
+  ASSERT_TRUE(s.sink->Wait());
+  const std::vector<StreamedSequence> seqs = Reassemble(s.sink->responses());
+  ASSERT_EQ(seqs.size(), 4u);
+  for (const StreamedSequence& seq : seqs) {
+    EXPECT_EQ(seq.finish.reason(), v1::FINISH_REASON_LENGTH);
+    EXPECT_LT(seq.token_ids.size(), 40u);
+    EXPECT_THAT(seq.finish.error_message(), HasSubstr("cannot hold"));
+  }
+  ExpectDrained(*engine, setup.num_device_blocks);
+}
+
 // A pool far too small for the load: preemption (recompute and swap) gives
 // the same greedy tokens as an ample pool.
 TEST(EngineTest, PreemptionUnderATinyPoolKeepsTheOutputs) {

@@ -8,6 +8,8 @@ PCRE2 checks use libpcre2-8 through ctypes (libpcre2-dev is a build dependency)
 and are skipped when the library is missing.
 """
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -303,6 +305,53 @@ class RandomModelTest(unittest.TestCase):
         self.assertEqual(cfg["eos_token_id"], [299, 298])
         self._check(d, cfg, torch.float32)
 
+    def test_mistral_sliding_window(self):
+        d, cfg = self._make("--mistral", "--sliding-window", "4", "--prompt-len", "8,12")
+        self.assertEqual(cfg["architectures"], ["MistralForCausalLM"])
+        self.assertEqual(cfg["sliding_window"], 4)
+        self.assertEqual(tdm.layer_sliding_windows(cfg), [4, 4])
+        with open(os.path.join(d, "reference.json")) as f:
+            ref = json.load(f)
+        self.assertEqual(len(ref["cases"]), 2)
+        for case in ref["cases"]:
+            self.assertIn(len(case["prompt_token_ids"]), (9, 13))
+            self.assertGreater(len(case["prompt_token_ids"]) + len(case["output_token_ids"]), 4)
+        self._check(d, cfg, torch.bfloat16)  # verify_dir: the windowed forward reproduces it
+        # and the unwindowed forward does not
+        model, _ = tdm.model_from_dir(d)
+        plain = tdm.LlamaForCausalLM(dict(cfg, sliding_window=None))
+        plain.load_state_dict(model.state_dict())
+        case = ref["cases"][0]
+        _, lps, _, _ = tdm.greedy_reference(plain.eval(), case["prompt_token_ids"], 6)
+        self.assertGreater(max(abs(a - b) for a, b in zip(lps, case["logprobs"])), 1e-3)
+
+    def test_qwen2_sliding_window(self):
+        d, cfg = self._make("--qwen2", "--sliding-window", "3", "--max-window-layers", "1",
+                            "--prompt-len", "6")
+        self.assertTrue(cfg["use_sliding_window"])
+        self.assertEqual((cfg["sliding_window"], cfg["max_window_layers"]), (3, 1))
+        self.assertEqual(tdm.layer_sliding_windows(cfg), [None, 3])
+        self._check(d, cfg, torch.bfloat16)
+        d, cfg = self._make("--qwen2", "--sliding-window", "3")  # default: every layer
+        self.assertEqual(cfg["max_window_layers"], 0)
+        self.assertEqual(tdm.layer_sliding_windows(cfg), [3, 3])
+
+    def test_sliding_window_flag_errors(self):
+        bad = [["--sliding-window", "4"],  # Llama: no window
+               ["--mistral", "--max-window-layers", "1", "--sliding-window", "4"],
+               ["--qwen2", "--sliding-window", "0"],
+               ["--prompt-len", "3,x"]]
+        for args in bad:
+            with self.subTest(args=args), self.assertRaises(SystemExit), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                make_random_model.parse_args(["--out", self.tmp, *args])
+        with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
+            make_random_model.main(["--out", os.path.join(self.tmp, "x"), "--sliding-window", "4"])
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "x")))
+        a = make_random_model.parse_args(["--out", self.tmp])
+        self.assertEqual((a.sliding_window, a.max_window_layers), (None, None))
+        self.assertEqual(a.prompt_lengths, list(make_random_model.DEFAULT_PROMPT_LENGTHS))
+
     def test_llama3_inv_freq(self):
         plain = tdm.rope_inv_freq(128, 500000.0)
         scaled = tdm.rope_inv_freq(128, 500000.0, mio.llama3_rope_scaling())
@@ -310,59 +359,193 @@ class RandomModelTest(unittest.TestCase):
         self.assertAlmostEqual(float(scaled[-1]), float(plain[-1]) / 8.0)  # low: divided by factor
 
 
+def naive_logits(model, cfg, ids, windows=None):
+    """Slow per-head, per-position float64 restatement of the forward pass.
+
+    windows[L]: layer L's sliding window W (query t sees keys s with t - W < s <= t) or None.
+    """
+    n_layers, nh, nkv = cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg["head_dim"]
+    windows = windows or [None] * n_layers
+    sd = {k: v.double() for k, v in model.state_dict().items()}
+    inv = tdm.rope_inv_freq(hd, cfg["rope_theta"], cfg["rope_scaling"])
+
+    def rms(x, w):
+        return w * x / torch.sqrt((x * x).mean() + cfg["rms_norm_eps"])
+
+    def rope(v, pos):  # HF rotate_half: pairs (i, i + d/2)
+        out = v.clone()
+        for i in range(hd // 2):
+            a = pos * inv[i]
+            out[i] = v[i] * torch.cos(a) - v[i + hd // 2] * torch.sin(a)
+            out[i + hd // 2] = v[i + hd // 2] * torch.cos(a) + v[i] * torch.sin(a)
+        return out
+
+    def lin(name, x):
+        y = sd[name + ".weight"] @ x
+        return y + sd[name + ".bias"] if name + ".bias" in sd else y
+
+    h = [sd["model.embed_tokens.weight"][int(t)] for t in ids]
+    for L in range(n_layers):
+        p = f"model.layers.{L}."
+        xs = [rms(x, sd[p + "input_layernorm.weight"]) for x in h]
+        qs = [lin(p + "self_attn.q_proj", x) for x in xs]
+        ks = [lin(p + "self_attn.k_proj", x) for x in xs]
+        vs = [lin(p + "self_attn.v_proj", x) for x in xs]
+        new_h = []
+        for t in range(len(h)):
+            first = 0 if windows[L] is None else max(0, t - windows[L] + 1)
+            seen = range(first, t + 1)
+            heads = []
+            for head in range(nh):
+                kv = head // (nh // nkv)
+                q = rope(qs[t][head * hd:(head + 1) * hd], t)
+                scores = torch.stack([q @ rope(ks[s][kv * hd:(kv + 1) * hd], s) / hd ** 0.5
+                                      for s in seen])
+                w = torch.softmax(scores, 0)
+                heads.append(sum(w[i] * vs[s][kv * hd:(kv + 1) * hd] for i, s in enumerate(seen)))
+            x = h[t] + sd[p + "self_attn.o_proj.weight"] @ torch.cat(heads)
+            y = rms(x, sd[p + "post_attention_layernorm.weight"])
+            g = sd[p + "mlp.gate_proj.weight"] @ y
+            u = sd[p + "mlp.up_proj.weight"] @ y
+            new_h.append(x + sd[p + "mlp.down_proj.weight"] @ (g * torch.sigmoid(g) * u))
+        h = new_h
+    head_w = sd["lm_head.weight"] if "lm_head.weight" in sd else sd["model.embed_tokens.weight"]
+    return torch.stack([head_w @ rms(x, sd["model.norm.weight"]) for x in h])
+
+
+def tiny_config(architecture, layers=2, **kw):
+    return mio.make_hf_config(hidden_size=32, intermediate_size=48, num_hidden_layers=layers,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                              vocab_size=40, max_position_embeddings=64,
+                              architecture=architecture, **kw)
+
+
+def tiny_model(cfg, seed=3):
+    model = tdm.LlamaForCausalLM(cfg)
+    make_random_model.random_weights(model, 0.2, torch.Generator().manual_seed(seed))
+    return model.eval()
+
+
 class ForwardPassTest(unittest.TestCase):
     """The reference forward pass against a slow, per-head, per-position restatement."""
 
+    IDS = [1, 5, 7, 2, 39, 0, 11, 23, 4, 17, 30]
+
     def test_against_naive(self):
-        cfg = mio.make_hf_config(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                                 vocab_size=40, max_position_embeddings=64,
-                                 architecture="Qwen2ForCausalLM",
-                                 rope_scaling=mio.llama3_rope_scaling(original_max_position_embeddings=8))
-        model = tdm.LlamaForCausalLM(cfg)
-        make_random_model.random_weights(model, 0.2, torch.Generator().manual_seed(3))
+        cfg = tiny_config("Qwen2ForCausalLM",
+                          rope_scaling=mio.llama3_rope_scaling(original_max_position_embeddings=8))
+        model = tiny_model(cfg)
         ids = torch.tensor([[1, 5, 7, 2, 39, 0, 11]])
         with torch.no_grad():
             fast = model(ids)[0]
-        sd = {k: v.double() for k, v in model.state_dict().items()}
-        inv = tdm.rope_inv_freq(16, cfg["rope_theta"], cfg["rope_scaling"])
-
-        def rms(x, w):
-            return w * x / torch.sqrt((x * x).mean() + cfg["rms_norm_eps"])
-
-        def rope(v, pos):  # HF rotate_half: pairs (i, i + d/2)
-            out = v.clone()
-            for i in range(8):
-                a = pos * inv[i]
-                out[i] = v[i] * torch.cos(a) - v[i + 8] * torch.sin(a)
-                out[i + 8] = v[i + 8] * torch.cos(a) + v[i] * torch.sin(a)
-            return out
-
-        h = [sd["model.embed_tokens.weight"][int(t)] for t in ids[0]]
-        for L in range(2):
-            p = f"model.layers.{L}."
-            xs = [rms(x, sd[p + "input_layernorm.weight"]) for x in h]
-            qs = [sd[p + "self_attn.q_proj.weight"] @ x + sd[p + "self_attn.q_proj.bias"] for x in xs]
-            ks = [sd[p + "self_attn.k_proj.weight"] @ x + sd[p + "self_attn.k_proj.bias"] for x in xs]
-            vs = [sd[p + "self_attn.v_proj.weight"] @ x + sd[p + "self_attn.v_proj.bias"] for x in xs]
-            new_h = []
-            for t in range(len(h)):
-                heads = []
-                for hd in range(4):
-                    kv = hd // 2
-                    q = rope(qs[t][hd * 16:(hd + 1) * 16], t)
-                    scores = torch.stack([q @ rope(ks[s][kv * 16:(kv + 1) * 16], s) / 4.0
-                                          for s in range(t + 1)])
-                    w = torch.softmax(scores, 0)
-                    heads.append(sum(w[s] * vs[s][kv * 16:(kv + 1) * 16] for s in range(t + 1)))
-                x = h[t] + sd[p + "self_attn.o_proj.weight"] @ torch.cat(heads)
-                y = rms(x, sd[p + "post_attention_layernorm.weight"])
-                g = sd[p + "mlp.gate_proj.weight"] @ y
-                u = sd[p + "mlp.up_proj.weight"] @ y
-                new_h.append(x + sd[p + "mlp.down_proj.weight"] @ (g * torch.sigmoid(g) * u))
-            h = new_h
-        logits = torch.stack([sd["lm_head.weight"] @ rms(x, sd["model.norm.weight"]) for x in h])
+        logits = naive_logits(model, cfg, ids[0])
         self.assertLess(float((logits - fast.double()).abs().max()), 1e-4)
+
+    def test_sliding_window_against_naive(self):
+        cases = [  # (config, windows the model should use)
+            (tiny_config("MistralForCausalLM", sliding_window=3), [3, 3]),
+            (tiny_config("MistralForCausalLM", sliding_window=1), [1, 1]),
+            (tiny_config("Qwen2ForCausalLM", sliding_window=4, max_window_layers=1), [None, 4]),
+            (tiny_config("Qwen2ForCausalLM", sliding_window=5, max_window_layers=0), [5, 5]),
+        ]
+        ids = torch.tensor([self.IDS])
+        for cfg, windows in cases:
+            with self.subTest(arch=cfg["architectures"][0], windows=windows):
+                self.assertEqual(tdm.layer_sliding_windows(cfg), windows)
+                model = tiny_model(cfg)
+                self.assertEqual([l.self_attn.sliding_window for l in model.model.layers], windows)
+                with torch.no_grad():
+                    fast = model(ids)[0]
+                naive = naive_logits(model, cfg, ids[0], windows)
+                self.assertLess(float((naive - fast.double()).abs().max()), 1e-4)
+                # the window matters: the full-attention restatement is far off
+                full = naive_logits(model, cfg, ids[0])
+                self.assertGreater(float((full - fast.double()).abs().max()), 1e-2)
+                # positions only move RoPE (relative): same logits from another start
+                with torch.no_grad():
+                    shifted = model(ids, positions=torch.arange(ids.shape[1]) + 9)[0]
+                self.assertLess(float((shifted - fast).abs().max()), 1e-4)
+
+    def test_window_at_least_sequence_is_bit_identical(self):
+        t = len(self.IDS)
+        ids = torch.tensor([self.IDS])
+        plain_cfg = tiny_config("MistralForCausalLM")
+        plain = tiny_model(plain_cfg)
+        with torch.no_grad():
+            want = plain(ids)
+            for w in (t, t + 1, 4096):
+                model = tiny_model(tiny_config("MistralForCausalLM", sliding_window=w))
+                self.assertTrue(torch.equal(model(ids), want), w)
+            small = tiny_model(tiny_config("MistralForCausalLM", sliding_window=t - 1))(ids)
+        self.assertTrue(torch.equal(small[0, :t - 1], want[0, :t - 1]))  # window not yet full
+        self.assertFalse(torch.allclose(small[0, t - 1], want[0, t - 1], atol=1e-3))
+        # the greedy reference (whole prefix from position 0 each step) sees the window too
+        model = tiny_model(tiny_config("MistralForCausalLM", sliding_window=3))
+        out_w, lps_w, _, _ = tdm.greedy_reference(model, self.IDS[:4], 8)
+        out_p, lps_p, _, _ = tdm.greedy_reference(plain, self.IDS[:4], 8)
+        self.assertNotEqual(lps_w, lps_p)
+
+
+class SlidingWindowConfigTest(unittest.TestCase):
+    def test_qwen2_max_window_layers(self):
+        cfg = tiny_config("Qwen2ForCausalLM", layers=4)
+        self.assertFalse(cfg["use_sliding_window"])
+        self.assertIsNone(cfg["sliding_window"])
+        self.assertEqual(cfg["max_window_layers"], 4)
+        self.assertEqual(tdm.layer_sliding_windows(cfg), [None] * 4)
+        cfg = tiny_config("Qwen2ForCausalLM", layers=4, sliding_window=7, max_window_layers=2)
+        self.assertTrue(cfg["use_sliding_window"])
+        self.assertEqual((cfg["sliding_window"], cfg["max_window_layers"]), (7, 2))
+        self.assertEqual(tdm.layer_sliding_windows(cfg), [None, None, 7, 7])
+        for k, want in ((0, [7] * 4), (3, [None] * 3 + [7]), (4, [None] * 4), (9, [None] * 4)):
+            self.assertEqual(tdm.layer_sliding_windows(dict(cfg, max_window_layers=k)), want, k)
+        # HF's default max_window_layers is 28
+        no_mwl = {k: v for k, v in dict(cfg, num_hidden_layers=30).items() if k != "max_window_layers"}
+        self.assertEqual(tdm.layer_sliding_windows(no_mwl), [None] * 28 + [7, 7])
+        # use_sliding_window false: no window whatever the rest says
+        off = dict(cfg, use_sliding_window=False, max_window_layers=0)
+        self.assertEqual(tdm.layer_sliding_windows(off), [None] * 4)
+        self.assertEqual(tdm.layer_sliding_windows({k: v for k, v in off.items()
+                                                     if k != "use_sliding_window"}), [None] * 4)
+        # sliding_window null with use_sliding_window true: no window
+        self.assertEqual(tdm.layer_sliding_windows(dict(cfg, sliding_window=None)), [None] * 4)
+
+    def test_qwen2_layer_types(self):
+        cfg = tiny_config("Qwen2ForCausalLM", layers=4, sliding_window=7, max_window_layers=2)
+        types = ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]
+        self.assertEqual(tdm.layer_sliding_windows(dict(cfg, layer_types=types)), [7, None, 7, None])
+        self.assertEqual(tdm.layer_sliding_windows(dict(cfg, layer_types=["full_attention"] * 4)),
+                         [None] * 4)
+        self.assertEqual(tdm.layer_sliding_windows(dict(cfg, layer_types=types, use_sliding_window=False)),
+                         [None] * 4)
+        model = tdm.LlamaForCausalLM(dict(cfg, layer_types=types))
+        self.assertEqual([l.self_attn.sliding_window for l in model.model.layers], [7, None, 7, None])
+        with self.assertRaises(ValueError):
+            tdm.layer_sliding_windows(dict(cfg, layer_types=types[:3]))
+
+    def test_mistral_and_llama(self):
+        cfg = tiny_config("MistralForCausalLM", layers=3)
+        self.assertIn("sliding_window", cfg)
+        self.assertIsNone(cfg["sliding_window"])
+        self.assertEqual(tdm.layer_sliding_windows(cfg), [None] * 3)
+        absent = {k: v for k, v in cfg.items() if k != "sliding_window"}
+        self.assertEqual(tdm.layer_sliding_windows(absent), [4096] * 3)  # MistralConfig default
+        cfg = tiny_config("MistralForCausalLM", layers=3, sliding_window=6)
+        self.assertEqual(cfg["sliding_window"], 6)
+        self.assertNotIn("max_window_layers", cfg)
+        self.assertEqual(tdm.layer_sliding_windows(cfg), [6] * 3)
+        # max_window_layers / layer_types are not Mistral settings
+        self.assertEqual(tdm.layer_sliding_windows(dict(cfg, max_window_layers=2,
+                                                        layer_types=["full_attention"] * 3)), [6] * 3)
+        llama = tiny_config("LlamaForCausalLM", layers=3)
+        self.assertNotIn("sliding_window", llama)
+        self.assertEqual(tdm.layer_sliding_windows(dict(llama, sliding_window=4, use_sliding_window=True)),
+                         [None] * 3)
+        with self.assertRaises(ValueError):
+            tiny_config("LlamaForCausalLM", sliding_window=4)
+        with self.assertRaises(ValueError):
+            tiny_config("MistralForCausalLM", max_window_layers=1)
 
 
 @unittest.skipUnless(HAVE_DEMO, "models/folio-demo not built")
