@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <utility>
 
@@ -44,8 +45,9 @@ class Tokenizer::Loader {
 
   absl::Status Load(const json& j) {
     if (!j.is_object()) return Invalid("(top level)", "expected a JSON object");
-    if (auto s = LoadNormalizer(Field(j, "normalizer")); !s.ok()) return s;
-    if (auto s = LoadDecoder(Field(j, "decoder")); !s.ok()) return s;
+    t_->utf8_vocab_ = SpelledInUtf8(j);
+    if (auto s = LoadNormalizer(Field(j, "normalizer"), "normalizer"); !s.ok()) return s;
+    if (auto s = LoadDecoder(Field(j, "decoder"), "decoder"); !s.ok()) return s;
     if (!j.contains("model")) return Invalid("model", "missing");
     if (auto s = LoadModel(j["model"]); !s.ok()) return s;
     if (auto s = LoadAddedTokens(Field(j, "added_tokens")); !s.ok()) return s;
@@ -70,15 +72,137 @@ class Tokenizer::Loader {
                : std::string();
   }
 
-  absl::Status LoadNormalizer(const json& n) {
-    if (n.is_null() || TypeOf(n) == "NFC") return absl::OkStatus();  // NFC: see tokenizer.h
-    return Invalid("normalizer.type", absl::StrCat("unsupported normalizer '", TypeOf(n), "'"));
+  // SentencePiece-style files spell the vocab in UTF-8 ("▁the"), byte-level
+  // ones map every byte to a printable character ("Ġthe"). Told apart by
+  // byte fallback or by a SentencePiece normalizer, pre-tokenizer or decoder.
+  static bool SpelledInUtf8(const json& j) {
+    if (Field(Field(j, "model"), "byte_fallback") == true) return true;
+    bool found = false;
+    std::function<void(const json&)> scan = [&](const json& node) {
+      if (node.is_array()) {
+        for (const json& v : node) scan(v);
+      } else if (node.is_object()) {
+        const std::string type = TypeOf(node);
+        found = found || type == "Metaspace" || type == "ByteFallback" || type == "Prepend" ||
+                type == "Replace" || type == "Strip";
+        for (const auto& [key, v] : node.items()) scan(v);
+      }
+    };
+    for (const char* key : {"normalizer", "pre_tokenizer", "decoder"}) scan(Field(j, key));
+    return found;
   }
 
-  absl::Status LoadDecoder(const json& d) {
-    if (d.is_null() || TypeOf(d) == "ByteLevel") return absl::OkStatus();
-    return Invalid("decoder.type",
-                   absl::StrCat("unsupported decoder '", TypeOf(d), "' (only ByteLevel)"));
+  // A Replace{pattern: {String: s}, content: c} of a normalizer or decoder.
+  absl::Status LoadReplace(const json& r, const std::string& field, NormalizerStep* step) {
+    const json& pattern = Field(r, "pattern");
+    if (!pattern.is_object() || !pattern.contains("String") || !pattern["String"].is_string())
+      return Invalid(field + ".pattern", "only {\"String\": ...} patterns are supported");
+    const json& content = Field(r, "content");
+    if (!content.is_string()) return Invalid(field + ".content", "expected a string");
+    step->kind = NormalizerStep::Kind::kReplace;
+    step->from = pattern["String"].get<std::string>();
+    step->to = content.get<std::string>();
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadNormalizer(const json& n, const std::string& field) {
+    if (n.is_null()) return absl::OkStatus();
+    const std::string type = TypeOf(n);
+    if (type == "NFC") return absl::OkStatus();  // see tokenizer.h
+    if (type == "Sequence") {
+      const json& list = Field(n, "normalizers");
+      if (!list.is_array()) return Invalid(field + ".normalizers", "expected an array");
+      for (size_t i = 0; i < list.size(); ++i) {
+        const std::string sub = absl::StrCat(field, ".normalizers[", i, "]");
+        if (auto s = LoadNormalizer(list[i], sub); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    NormalizerStep step;
+    if (type == "Prepend") {
+      const json& prepend = Field(n, "prepend");
+      if (!prepend.is_string()) return Invalid(field + ".prepend", "expected a string");
+      step.to = prepend.get<std::string>();
+    } else if (type == "Replace") {
+      if (auto s = LoadReplace(n, field, &step); !s.ok()) return s;
+    } else {
+      return Invalid(field + ".type", absl::StrCat("unsupported normalizer '", type,
+                                                   "' (NFC, Prepend, Replace, Sequence)"));
+    }
+    t_->normalizers_.push_back(std::move(step));
+    return absl::OkStatus();
+  }
+
+  // Records what the decoder does to a token's spelling (decode_steps_,
+  // decode_byte_fallback_) and to the text (strip_leading_spaces_).
+  absl::Status LoadDecoder(const json& d, const std::string& field) {
+    if (d.is_null()) return absl::OkStatus();
+    const std::string type = TypeOf(d);
+    if (type == "ByteLevel" || type == "Fuse") return absl::OkStatus();
+    if (type == "Sequence") {
+      const json& list = Field(d, "decoders");
+      if (!list.is_array()) return Invalid(field + ".decoders", "expected an array");
+      for (size_t i = 0; i < list.size(); ++i) {
+        const std::string sub = absl::StrCat(field, ".decoders[", i, "]");
+        if (auto s = LoadDecoder(list[i], sub); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    if (type == "ByteFallback") {
+      decode_byte_fallback_ = true;
+      return absl::OkStatus();
+    }
+    if (type == "Replace") {
+      NormalizerStep step;
+      if (auto s = LoadReplace(d, field, &step); !s.ok()) return s;
+      decode_steps_.push_back(std::move(step));
+      return absl::OkStatus();
+    }
+    if (type == "Metaspace") {
+      absl::StatusOr<MetaspaceSpec> spec = LoadMetaspace(d, field);
+      if (!spec.ok()) return spec.status();
+      decode_steps_.push_back({NormalizerStep::Kind::kReplace, spec->replacement, " "});
+      t_->drop_first_token_spaces_ = spec->prepend != MetaspaceSpec::Prepend::kNever;
+      return absl::OkStatus();
+    }
+    if (type == "Strip") {
+      if (d.value("content", std::string()) != " " || d.value("stop", 0) != 0 ||
+          !d.value("start", json()).is_number_unsigned())
+        return Invalid(field, "only Strip of leading spaces (content \" \", stop 0) is supported");
+      t_->strip_leading_spaces_ = d["start"].get<int32_t>();
+      return absl::OkStatus();
+    }
+    return Invalid(field + ".type",
+                   absl::StrCat("unsupported decoder '", type,
+                                "' (ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip)"));
+  }
+
+  // Metaspace{replacement, prepend_scheme (or the older add_prefix_space), split}.
+  absl::StatusOr<MetaspaceSpec> LoadMetaspace(const json& m, const std::string& field) {
+    MetaspaceSpec spec;
+    if (m.contains("replacement")) {
+      if (!m["replacement"].is_string() || m["replacement"].get<std::string>().empty())
+        return Invalid(field + ".replacement", "expected a non-empty string");
+      spec.replacement = m["replacement"].get<std::string>();
+    }
+    if (m.contains("prepend_scheme")) {
+      const std::string scheme = m["prepend_scheme"].is_string()
+                                     ? m["prepend_scheme"].get<std::string>()
+                                     : std::string();
+      if (scheme == "always") {
+        spec.prepend = MetaspaceSpec::Prepend::kAlways;
+      } else if (scheme == "first") {
+        spec.prepend = MetaspaceSpec::Prepend::kFirst;
+      } else if (scheme == "never") {
+        spec.prepend = MetaspaceSpec::Prepend::kNever;
+      } else {
+        return Invalid(field + ".prepend_scheme", "expected always, first or never");
+      }
+    } else if (m.value("add_prefix_space", true) == false) {
+      spec.prepend = MetaspaceSpec::Prepend::kNever;
+    }
+    spec.split = m.value("split", true);
+    return spec;
   }
 
   absl::Status LoadPreTokenizer(const json& p, const std::string& field) {
@@ -93,6 +217,15 @@ class Tokenizer::Loader {
       }
       return absl::OkStatus();
     }
+    if (type == "Metaspace") {
+      // It works on spaces, which no other step leaves: it must come first.
+      if (t_->metaspace_.has_value() || !t_->pre_tokenizers_.empty())
+        return Invalid(field, "Metaspace is supported only as the first pre-tokenizer");
+      absl::StatusOr<MetaspaceSpec> spec = LoadMetaspace(p, field);
+      if (!spec.ok()) return spec.status();
+      t_->metaspace_ = *std::move(spec);
+      return absl::OkStatus();
+    }
     if (type == "ByteLevel") {
       Add(PreTokenizerStep::ByteLevel(p.value("add_prefix_space", false),
                                       p.value("use_regex", true)));
@@ -103,8 +236,9 @@ class Tokenizer::Loader {
       return absl::OkStatus();
     }
     if (type != "Split") {
-      return Invalid(field + ".type", absl::StrCat("unsupported pre-tokenizer '", type,
-                                                   "' (ByteLevel, Split, Digits, Sequence)"));
+      return Invalid(field + ".type",
+                     absl::StrCat("unsupported pre-tokenizer '", type,
+                                  "' (Metaspace, ByteLevel, Split, Digits, Sequence)"));
     }
     const json& pattern = Field(p, "pattern");
     const bool is_regex = pattern.contains("Regex"), is_string = pattern.contains("String");
@@ -139,8 +273,7 @@ class Tokenizer::Loader {
     const std::string type = TypeOf(m);
     if (!type.empty() && type != "BPE")
       return Invalid("model.type", absl::StrCat("unsupported model type '", type, "' (only BPE)"));
-    if (m.value("byte_fallback", false))
-      return Invalid("model.byte_fallback", "byte_fallback BPE is not supported");
+    t_->byte_fallback_ = m.value("byte_fallback", false);
     for (const char* field : {"continuing_subword_prefix", "end_of_word_suffix"}) {
       const json& v = m.value(field, json());
       if (!v.is_null() && !(v.is_string() && v.get<std::string>().empty()))
@@ -159,7 +292,16 @@ class Tokenizer::Loader {
       const auto tid = static_cast<TokenId>(id.get<int64_t>());
       Grow(tid);
       std::string bytes;
-      if (ByteLevelDecode(spelled, &bytes)) {
+      if (t_->utf8_vocab_) {
+        // Looked up by its spelling; decoded as the decoder would.
+        const int byte = ByteFallbackValue(spelled);
+        if (byte >= 0) t_->fallback_id_[byte] = tid;
+        t_->bytes_to_id_[spelled] = tid;
+        const bool fallback = byte >= 0 && decode_byte_fallback_;
+        t_->tokens_[tid].byte_fallback = fallback;
+        t_->tokens_[tid].bytes = fallback ? std::string(1, static_cast<char>(byte))
+                                          : Normalize(spelled, decode_steps_);
+      } else if (ByteLevelDecode(spelled, &bytes)) {
         t_->bytes_to_id_[bytes] = tid;
         t_->tokens_[tid].bytes = std::move(bytes);
       } else {  // not byte-level spelled: its bytes are its UTF-8
@@ -194,7 +336,11 @@ class Tokenizer::Loader {
       }
       std::optional<TokenId> ia, ib, im;
       std::string ba, bb;
-      if (ByteLevelDecode(a, &ba) && ByteLevelDecode(b, &bb)) {  // the usual case: no re-decode
+      if (t_->utf8_vocab_) {
+        ia = Lookup(t_->bytes_to_id_, a);
+        ib = Lookup(t_->bytes_to_id_, b);
+        im = Lookup(t_->bytes_to_id_, a + b);
+      } else if (ByteLevelDecode(a, &ba) && ByteLevelDecode(b, &bb)) {  // no re-decode
         ia = Lookup(t_->bytes_to_id_, ba);
         ib = Lookup(t_->bytes_to_id_, bb);
         ba += bb;
@@ -270,9 +416,14 @@ class Tokenizer::Loader {
 
   const std::string& path_;
   Tokenizer* t_;
+  std::vector<NormalizerStep> decode_steps_;  // the decoder's replacements of a spelling
+  bool decode_byte_fallback_ = false;         // the decoder turns "<0xAB>" into its byte
 };
 
-Tokenizer::Tokenizer() { byte_id_.fill(-1); }
+Tokenizer::Tokenizer() {
+  byte_id_.fill(-1);
+  fallback_id_.fill(-1);
+}
 Tokenizer::~Tokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromFile(const std::string& path) {
@@ -312,7 +463,9 @@ std::optional<TokenId> Tokenizer::FindToken(std::string_view token) const {
       if (added_[k].content == token) return added_[k].id;
   }
   std::string bytes;
-  if (ByteLevelDecode(token, &bytes)) {
+  if (utf8_vocab_) {
+    if (auto it = bytes_to_id_.find(AbslView(token)); it != bytes_to_id_.end()) return it->second;
+  } else if (ByteLevelDecode(token, &bytes)) {
     if (auto it = bytes_to_id_.find(bytes); it != bytes_to_id_.end()) return it->second;
   } else if (auto it = odd_vocab_.find(std::string(token)); it != odd_vocab_.end()) {
     return it->second;
@@ -354,12 +507,12 @@ std::vector<TokenId> Tokenizer::Encode(std::string_view text, bool add_bos) cons
       while (s > start && IsAsciiSpace(text[s - 1])) --s;
     if (a.rstrip)
       while (e < text.size() && IsAsciiSpace(text[e])) ++e;
-    EncodeOrdinary(text.substr(start, s - start), &ids);
+    EncodeOrdinary(text.substr(start, s - start), start == 0, &ids);
     ids.push_back(a.id);
     start = e;
     pos = e - 1;
   }
-  EncodeOrdinary(text.substr(start), &ids);
+  EncodeOrdinary(text.substr(start), start == 0, &ids);
   return ids;
 }
 
@@ -370,14 +523,24 @@ std::vector<std::string> Tokenizer::PreTokenize(std::string_view text) const {
     text = clean;
   }
   std::vector<std::string> pieces;
-  PreTokenizeInto(text, &pieces);
+  PreTokenizeInto(text, /*first=*/true, &pieces);
   return pieces;
 }
 
-void Tokenizer::PreTokenizeInto(std::string_view text, std::vector<std::string>* pieces) const {
+void Tokenizer::PreTokenizeInto(std::string_view text, bool first,
+                                std::vector<std::string>* pieces) const {
   pieces->clear();
+  std::string normalized;
+  if (!normalizers_.empty()) {
+    normalized = Normalize(text, normalizers_);
+    text = normalized;
+  }
   if (text.empty()) return;
-  pieces->emplace_back(text);
+  if (metaspace_.has_value()) {
+    ApplyMetaspace(text, *metaspace_, first, pieces);
+  } else {
+    pieces->emplace_back(text);
+  }
   std::vector<std::string> next;
   for (const PreTokenizerStep& step : pre_tokenizers_) {
     next.clear();
@@ -386,10 +549,11 @@ void Tokenizer::PreTokenizeInto(std::string_view text, std::vector<std::string>*
   }
 }
 
-void Tokenizer::EncodeOrdinary(std::string_view text, std::vector<TokenId>* out) const {
+void Tokenizer::EncodeOrdinary(std::string_view text, bool first,
+                               std::vector<TokenId>* out) const {
   if (text.empty()) return;
   std::vector<std::string> pieces;
-  PreTokenizeInto(text, &pieces);
+  PreTokenizeInto(text, first, &pieces);
   for (const std::string& piece : pieces) EncodePiece(piece, out);
 }
 
@@ -407,11 +571,19 @@ void Tokenizer::EncodePiece(std::string_view piece, std::vector<TokenId>* out) c
     int32_t prev, next;
     int32_t len;
   };
+  // The first symbols: a token per byte (byte-level) or per character; -1
+  // for one the vocab lacks.
+  std::vector<TokenId> initial;
+  initial.reserve(piece.size());
+  if (utf8_vocab_) {
+    AppendCharSymbols(piece, &initial);
+  } else {
+    for (char c : piece) initial.push_back(byte_id_[static_cast<uint8_t>(c)]);
+  }
   std::vector<Symbol> syms;
-  syms.reserve(piece.size());
+  syms.reserve(initial.size());
   bool last_unk = false;
-  for (char c : piece) {
-    TokenId id = byte_id_[static_cast<uint8_t>(c)];
+  for (TokenId id : initial) {
     const bool unk = id < 0;
     if (unk) {
       if (!unk_id_) continue;  // as tokenizers does without an unk token: drop the byte
@@ -467,11 +639,63 @@ void Tokenizer::EncodePiece(std::string_view piece, std::vector<TokenId>* out) c
   for (int32_t i = 0; i >= 0; i = syms[i].next) out->push_back(syms[i].id);
 }
 
+void Tokenizer::AppendCharSymbols(std::string_view piece, std::vector<TokenId>* ids) const {
+  for (size_t pos = 0; pos < piece.size();) {
+    const size_t len = Utf8CharLength(piece.substr(pos));
+    const std::string_view ch = piece.substr(pos, len);
+    pos += len;
+    if (auto it = bytes_to_id_.find(AbslView(ch)); it != bytes_to_id_.end()) {
+      ids->push_back(it->second);
+      continue;
+    }
+    const bool all_bytes =
+        byte_fallback_ && std::all_of(ch.begin(), ch.end(), [&](char c) {
+          return fallback_id_[static_cast<uint8_t>(c)] >= 0;
+        });
+    if (!all_bytes) {
+      ids->push_back(-1);  // unk
+      continue;
+    }
+    for (char c : ch) ids->push_back(fallback_id_[static_cast<uint8_t>(c)]);
+  }
+}
+
 std::string Tokenizer::Decode(std::span<const TokenId> ids, bool skip_special_tokens) const {
   std::string bytes;
+  std::string run;  // bytes of consecutive byte-fallback tokens
+  size_t run_tokens = 0;
+  auto flush_run = [&] {
+    if (IsValidUtf8(run)) {
+      bytes += run;
+    } else {
+      for (size_t i = 0; i < run_tokens; ++i) bytes += "\xEF\xBF\xBD";  // U+FFFD per token
+    }
+    run.clear();
+    run_tokens = 0;
+  };
+  bool first = true;
   for (TokenId id : ids) {
     if (skip_special_tokens && IsSpecial(id)) continue;
-    bytes.append(TokenBytesView(id));
+    const std::string_view piece = TokenBytesView(id);
+    if (!piece.empty() && tokens_[id].byte_fallback) {
+      run.append(piece);
+      ++run_tokens;
+    } else {
+      flush_run();
+      if (first && drop_first_token_spaces_) {
+        for (char c : piece) {
+          if (c != ' ') bytes += c;
+        }
+      } else {
+        bytes.append(piece);
+      }
+    }
+    first = false;
+  }
+  flush_run();
+  // The decoder's Strip (or Metaspace): the space the encoder put in front.
+  for (int32_t i = 0; i < strip_leading_spaces_ && !bytes.empty() && bytes[0] == ' '; ++i) {
+    bytes.erase(0, 1);
   }
   if (IsValidUtf8(bytes)) return bytes;
   std::string text;

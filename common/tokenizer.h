@@ -1,26 +1,37 @@
 #ifndef FOLIO_COMMON_TOKENIZER_H_
 #define FOLIO_COMMON_TOKENIZER_H_
 
-// A Hugging Face tokenizer.json reader for byte-level BPE (GPT-2, Llama-3,
-// Qwen2 and the folio demo model).
+// A Hugging Face tokenizer.json reader for BPE: byte-level (GPT-2, Llama-3,
+// Qwen2 and the folio demo model) and SentencePiece-style (Llama 2,
+// TinyLlama, Mistral: "▁" for spaces, byte-fallback tokens).
 //
 // Encoding, as the `tokenizers` library does it:
 //   1. added tokens (special or not) found literally in the text map to their
 //      ids (leftmost, longest first; lstrip/rstrip absorb ASCII whitespace;
 //      single_word treats ASCII alphanumerics, '_' and non-ASCII as word chars);
-//   2. each stretch between them is normalized (none, or NFC - see below) and
-//      split by the pre-tokenizers: ByteLevel (use_regex: the GPT-2 regex),
-//      Split with a Regex or String pattern (PCRE2 with UTF and UCP, JIT when
-//      available) and any behavior/invert, Digits, or a Sequence of these;
-//   3. each pre-token is BPE-merged by rank over its bytes (the byte-level map
-//      only changes how tokens are spelled in the file), or, with
+//   2. each stretch between them is normalized (none, NFC - see below -, or
+//      Prepend / Replace steps, in a Sequence) and split by the
+//      pre-tokenizers: Metaspace (first, if present; "first" prepends only to
+//      the stretch that starts the text), ByteLevel (use_regex: the GPT-2
+//      regex), Split with a Regex or String pattern (PCRE2 with UTF and UCP,
+//      JIT when available) and any behavior/invert, Digits, or a Sequence;
+//   3. each pre-token is BPE-merged by rank over its bytes (byte-level: the
+//      byte map only changes how tokens are spelled in the file) or over its
+//      UTF-8 characters (SentencePiece style; a character the vocab lacks
+//      becomes its byte-fallback tokens "<0xAB>", else unk), or, with
 //      `ignore_merges` (Llama-3), taken whole when the vocab holds it.
 // Decoding concatenates token bytes and replaces invalid UTF-8 like Rust's
-// from_utf8_lossy (one U+FFFD per maximal invalid subpart).
+// from_utf8_lossy (one U+FFFD per maximal invalid subpart). SentencePiece
+// style, as the decoders do it: "▁" reads as a space (a Metaspace decoder
+// drops those of the first token), a run of byte-fallback tokens as its bytes
+// (one U+FFFD per token when the run is not valid UTF-8), and a Strip decoder
+// drops leading spaces of the text. Streaming (IncrementalDetokenizer) takes
+// each token's bytes as they come: no stripping, output in context.
 //
 // Not supported (INVALID_ARGUMENT at load, naming the field and file): models
-// other than BPE, byte_fallback, subword prefixes/suffixes, normalizers other
-// than null/NFC, decoders other than null/ByteLevel, other pre-tokenizers.
+// other than BPE, subword prefixes/suffixes, normalizers other than those
+// above, decoders other than ByteLevel / Metaspace / Replace / ByteFallback /
+// Fuse / Strip (of leading spaces), other pre-tokenizers.
 // The NFC normalizer (Qwen2) is accepted and treated as the identity: prompts
 // are almost always NFC already, and pulling in ICU for it is not worth it.
 // The post_processor is ignored: callers ask for BOS with `add_bos`.
@@ -41,6 +52,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/byte_level.h"
+#include "common/metaspace.h"
 #include "common/types.h"
 
 namespace folio {
@@ -99,6 +111,7 @@ class Tokenizer {
   struct TokenInfo {
     std::string bytes;  // empty for ids that are neither vocab nor added tokens
     bool special = false;
+    bool byte_fallback = false;  // "<0xAB>", decoded as its byte
   };
   struct AddedToken {
     std::string content;
@@ -118,11 +131,15 @@ class Tokenizer {
   }
   // Finds the added token to split out at text[pos]; returns its index or -1.
   int MatchAddedToken(std::string_view text, size_t pos) const;
-  // Pre-tokenizes and BPE-encodes text without added tokens.
-  void EncodeOrdinary(std::string_view text, std::vector<TokenId>* out) const;
-  void PreTokenizeInto(std::string_view text, std::vector<std::string>* pieces) const;
+  // Normalizes, pre-tokenizes and BPE-encodes a stretch of text without added
+  // tokens (first: it starts the input).
+  void EncodeOrdinary(std::string_view text, bool first, std::vector<TokenId>* out) const;
+  void PreTokenizeInto(std::string_view text, bool first, std::vector<std::string>* pieces) const;
   // BPE of one pre-token (raw bytes).
   void EncodePiece(std::string_view piece, std::vector<TokenId>* out) const;
+  // The first symbols of a pre-token spelled in UTF-8: a vocab id per
+  // character, byte-fallback ids or unk for the others.
+  void AppendCharSymbols(std::string_view piece, std::vector<TokenId>* ids) const;
 
   // All const after loading.
   std::vector<TokenInfo> tokens_;                              // by id
@@ -133,6 +150,15 @@ class Tokenizer {
   std::vector<AddedToken> added_;                              // longest content first
   std::array<std::vector<int32_t>, 256> added_by_first_byte_;  // indices into added_
   std::vector<PreTokenizerStep> pre_tokenizers_;               // applied in order
+  // SentencePiece style: the vocab is spelled in UTF-8 (bytes_to_id_ keys
+  // are those spellings), merged by character.
+  bool utf8_vocab_ = false;
+  std::vector<NormalizerStep> normalizers_;                    // applied in order
+  std::optional<MetaspaceSpec> metaspace_;                     // before pre_tokenizers_
+  bool byte_fallback_ = false;
+  std::array<TokenId, 256> fallback_id_;                       // "<0xAB>" tokens; -1 if absent
+  int32_t strip_leading_spaces_ = 0;                           // Strip decoder: of the text
+  bool drop_first_token_spaces_ = false;                       // Metaspace decoder
   bool ignore_merges_ = false;
   std::optional<TokenId> unk_id_;
   bool fuse_unk_ = false;

@@ -75,7 +75,6 @@ TEST(TokenizerErrorsTest, UnsupportedPartsNameTheirField) {
   };
   const Case cases[] = {
       {[](json& j) { j.erase("model"); }, "model"},
-      {[](json& j) { j["model"]["byte_fallback"] = true; }, "model.byte_fallback"},
       {[](json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
        "model.continuing_subword_prefix"},
       {[](json& j) { j["model"]["vocab"] = json::array(); }, "model.vocab"},
@@ -105,7 +104,25 @@ TEST(TokenizerErrorsTest, UnsupportedPartsNameTheirField) {
              {"type", "Sequence"},
              {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Metaspace"}}}}};
        },
-       "pre_tokenizer.pretokenizers[1].type"},
+       "pre_tokenizer.pretokenizers[1]"},  // Metaspace only first
+      {[](json& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}};
+       },
+       "pre_tokenizer.prepend_scheme"},
+      {[](json& j) {
+         j["normalizer"] = {{"type", "Sequence"},
+                            {"normalizers",
+                             {{{"type", "Prepend"}, {"prepend", "x"}},
+                              {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "_"}}}}};
+       },
+       "normalizer.normalizers[1].pattern"},
+      {[](json& j) {
+         j["decoder"] = {{"type", "Sequence"},
+                         {"decoders", {{{"type", "Fuse"}},
+                                       {{"type", "Strip"}, {"content", " "}, {"start", 0},
+                                        {"stop", 1}}}}};
+       },
+       "decoder.decoders[1]"},
       {[](json& j) {
          j["pre_tokenizer"] = {
              {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};

@@ -1,0 +1,79 @@
+// SentencePiece-style tokenizer.json files (the Llama 2 "legacy" layout, the
+// Metaspace layout of newer Llama / Mistral files, and Metaspace with split)
+// against Hugging Face's tokenizers library: tests/tokenizer/testdata/*/
+// expected.json holds its encodings and decodings of ~56 texts and ~150 id
+// lists (made by tools/make_spm_tokenizer_fixture.py from a small
+// SentencePiece BPE model with byte fallback, trained on the KJV).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/tokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace folio {
+namespace {
+
+using nlohmann::json;
+
+const std::string kTestData = std::string(FOLIO_SOURCE_DIR) + "/tests/tokenizer/testdata/";
+
+class SpmTokenizerTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const std::string dir = kTestData + GetParam();
+    absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::LoadFromDirectory(dir);
+    ASSERT_TRUE(t.ok()) << t.status();
+    tokenizer_ = *std::move(t);
+    std::ifstream in(dir + "/expected.json");
+    expected_ = json::parse(in);
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  json expected_;
+};
+
+TEST_P(SpmTokenizerTest, EncodesAsTokenizersDoes) {
+  int checked = 0;
+  for (const json& c : expected_.at("encode")) {
+    const std::string text = c.at("text").get<std::string>();
+    EXPECT_EQ(tokenizer_->Encode(text), c.at("ids").get<std::vector<TokenId>>())
+        << "text: \"" << text << "\"";
+    ++checked;
+  }
+  EXPECT_GE(checked, 50);
+}
+
+TEST_P(SpmTokenizerTest, DecodesAsTokenizersDoes) {
+  int checked = 0;
+  for (const json& c : expected_.at("decode")) {
+    const std::vector<TokenId> ids = c.at("ids").get<std::vector<TokenId>>();
+    const bool skip = c.at("skip_special_tokens").get<bool>();
+    EXPECT_EQ(tokenizer_->Decode(ids, skip), c.at("text").get<std::string>())
+        << c.value("name", std::string()) << " ids " << json(ids).dump() << " skip " << skip;
+    ++checked;
+  }
+  EXPECT_GE(checked, 100);
+}
+
+// The ids a model sees round-trip to the text, and BOS is <s>.
+TEST_P(SpmTokenizerTest, RoundTripsAndFindsTheSpecialTokens) {
+  EXPECT_EQ(tokenizer_->bos_token_id(), 1);
+  EXPECT_EQ(tokenizer_->FindToken("</s>"), 2);
+  EXPECT_EQ(tokenizer_->FindToken("\xE2\x96\x81the"), 261);
+  EXPECT_EQ(tokenizer_->FindToken("<0x0A>"), 13);
+  const std::string text = "And God said, Let there be light: and there was light.\n\tSelah 42";
+  EXPECT_EQ(tokenizer_->Decode(tokenizer_->Encode(text)), text);
+  const std::vector<TokenId> with_bos = tokenizer_->Encode(text, /*add_bos=*/true);
+  ASSERT_FALSE(with_bos.empty());
+  EXPECT_EQ(with_bos[0], 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, SpmTokenizerTest,
+                         ::testing::Values("spm_legacy", "spm_metaspace", "spm_metaspace_split"));
+
+}  // namespace
+}  // namespace folio
