@@ -10,7 +10,10 @@
 //     full decode would not hold (bytes that may still complete a character
 //     are held back, at most 3);
 //   - Append(id_1) + ... + Append(id_n) + Flush() == tokenizer.Decode(ids,
-//     skip_special_tokens).
+//     skip_special_tokens) for byte-level tokenizers. For SentencePiece-style
+//     ones the stream is the text in context, as after a prompt: the leading
+//     space Decode strips (Strip / Metaspace decoders) stays, and an invalid
+//     run of byte-fallback tokens reads as from_utf8_lossy reads it.
 // This holds because a byte-level tokenizer's text is a pure function of the
 // concatenated token bytes, and the lossy UTF-8 decoder is cut only where it
 // is back in its initial state (see AppendUtf8Lossy in byte_level.h).

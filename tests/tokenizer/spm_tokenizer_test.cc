@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/incremental_detokenizer.h"
 #include "common/tokenizer.h"
 #include "nlohmann/json.hpp"
 
@@ -70,6 +71,24 @@ TEST_P(SpmTokenizerTest, RoundTripsAndFindsTheSpecialTokens) {
   const std::vector<TokenId> with_bos = tokenizer_->Encode(text, /*add_bos=*/true);
   ASSERT_FALSE(with_bos.empty());
   EXPECT_EQ(with_bos[0], 1);
+}
+
+// Streaming a generation: each token's text in context, so the first word
+// keeps the space the full decode strips; multi-byte characters spelled as
+// byte tokens come out whole.
+TEST_P(SpmTokenizerTest, StreamsTheTextInContext) {
+  const std::string text = "And God said 42, Selah\nQ\xC3\x9F\xE6\x97\xA5 done";  // Qß日: bytes
+  const std::vector<TokenId> ids = tokenizer_->Encode(text);
+  IncrementalDetokenizer stream(*tokenizer_);
+  std::string streamed;
+  for (TokenId id : ids) {
+    const std::string piece = stream.Append(id);
+    EXPECT_TRUE(IsValidUtf8(piece));
+    streamed += piece;
+  }
+  streamed += stream.Flush();
+  EXPECT_EQ(streamed, " " + text);
+  EXPECT_EQ(tokenizer_->Decode(ids), text);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SpmTokenizerTest,
