@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/incremental_detokenizer.h"
 
 namespace folio {
 
@@ -120,7 +121,11 @@ absl::StatusOr<std::vector<OfflineEngine::Result>> OfflineEngine::Generate(
     }
   }
   for (Result& r : results) {
-    for (Sequence& seq : r.sequences) seq.text = tokenizer_->Decode(seq.token_ids);
+    // The text in context, as the server streams it (the first word keeps
+    // the space a SentencePiece decoder strips from a standalone decode).
+    for (Sequence& seq : r.sequences) {
+      seq.text = IncrementalDetokenizer::Text(*tokenizer_, seq.token_ids);
+    }
   }
   return results;
 }

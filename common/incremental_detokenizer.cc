@@ -6,18 +6,44 @@ namespace folio {
 
 std::string IncrementalDetokenizer::Append(TokenId id) {
   if (skip_special_tokens_ && tokenizer_->IsSpecial(id)) return {};
+  if (tokenizer_->IsByteFallback(id)) {
+    run_.append(tokenizer_->TokenBytesView(id));
+    ++run_tokens_;
+    return {};
+  }
+  std::string text = EndRun();
   pending_.append(tokenizer_->TokenBytesView(id));
-  std::string text;
   const size_t used = AppendUtf8Lossy(pending_, /*final=*/false, &text);
   pending_.erase(0, used);
   return text;
 }
 
 std::string IncrementalDetokenizer::Flush() {
-  std::string text;
+  std::string text = EndRun();
   AppendUtf8Lossy(pending_, /*final=*/true, &text);
   pending_.clear();
   return text;
+}
+
+std::string IncrementalDetokenizer::EndRun() {
+  std::string text;
+  if (run_tokens_ == 0) return text;
+  if (IsValidUtf8(run_)) {
+    text.swap(run_);
+  } else {
+    for (size_t i = 0; i < run_tokens_; ++i) text += "\xEF\xBF\xBD";  // U+FFFD per token
+  }
+  run_.clear();
+  run_tokens_ = 0;
+  return text;
+}
+
+std::string IncrementalDetokenizer::Text(const Tokenizer& tokenizer, std::span<const TokenId> ids,
+                                         bool skip_special_tokens) {
+  IncrementalDetokenizer stream(tokenizer, skip_special_tokens);
+  std::string text;
+  for (TokenId id : ids) text += stream.Append(id);
+  return text + stream.Flush();
 }
 
 }  // namespace folio

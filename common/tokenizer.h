@@ -99,6 +99,11 @@ class Tokenizer {
 
   // True for added tokens marked "special": true.
   bool IsSpecial(TokenId id) const { return id >= 0 && id < vocab_size() && tokens_[id].special; }
+  // True for a SentencePiece byte-fallback token ("<0xAB>") that decodes as
+  // its byte: a run of them decodes as a whole (see Decode).
+  bool IsByteFallback(TokenId id) const {
+    return id >= 0 && id < vocab_size() && tokens_[id].byte_fallback;
+  }
 
   // Raw bytes of one token (an added token's content, a vocab token
   // byte-level decoded); empty for ids outside the vocabulary.
