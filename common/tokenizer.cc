@@ -72,6 +72,19 @@ class Tokenizer::Loader {
                : std::string();
   }
 
+  // Loads each element of a Sequence's list `key` with load(element, its field name).
+  template <class Load>
+  absl::Status ForEachIn(const json& sequence, const char* key, const std::string& field,
+                         Load load) {
+    const json& list = Field(sequence, key);
+    const std::string name = absl::StrCat(field, ".", key);
+    if (!list.is_array()) return Invalid(name, "expected an array");
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (auto s = load(list[i], absl::StrCat(name, "[", i, "]")); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
   // SentencePiece-style files spell the vocab in UTF-8 ("▁the"), byte-level
   // ones map every byte to a printable character ("Ġthe"). Told apart by
   // byte fallback or by a SentencePiece normalizer, pre-tokenizer or decoder.
@@ -110,13 +123,9 @@ class Tokenizer::Loader {
     const std::string type = TypeOf(n);
     if (type == "NFC") return absl::OkStatus();  // see tokenizer.h
     if (type == "Sequence") {
-      const json& list = Field(n, "normalizers");
-      if (!list.is_array()) return Invalid(field + ".normalizers", "expected an array");
-      for (size_t i = 0; i < list.size(); ++i) {
-        const std::string sub = absl::StrCat(field, ".normalizers[", i, "]");
-        if (auto s = LoadNormalizer(list[i], sub); !s.ok()) return s;
-      }
-      return absl::OkStatus();
+      return ForEachIn(n, "normalizers", field, [&](const json& e, const std::string& sub) {
+        return LoadNormalizer(e, sub);
+      });
     }
     NormalizerStep step;
     if (type == "Prepend") {
@@ -140,13 +149,9 @@ class Tokenizer::Loader {
     const std::string type = TypeOf(d);
     if (type == "ByteLevel" || type == "Fuse") return absl::OkStatus();
     if (type == "Sequence") {
-      const json& list = Field(d, "decoders");
-      if (!list.is_array()) return Invalid(field + ".decoders", "expected an array");
-      for (size_t i = 0; i < list.size(); ++i) {
-        const std::string sub = absl::StrCat(field, ".decoders[", i, "]");
-        if (auto s = LoadDecoder(list[i], sub); !s.ok()) return s;
-      }
-      return absl::OkStatus();
+      return ForEachIn(d, "decoders", field, [&](const json& e, const std::string& sub) {
+        return LoadDecoder(e, sub);
+      });
     }
     if (type == "ByteFallback") {
       decode_byte_fallback_ = true;
@@ -209,13 +214,9 @@ class Tokenizer::Loader {
     if (p.is_null()) return absl::OkStatus();
     const std::string type = TypeOf(p);
     if (type == "Sequence") {
-      const json& list = Field(p, "pretokenizers");
-      if (!list.is_array()) return Invalid(field + ".pretokenizers", "expected an array");
-      for (size_t i = 0; i < list.size(); ++i) {
-        const std::string sub = absl::StrCat(field, ".pretokenizers[", i, "]");
-        if (auto s = LoadPreTokenizer(list[i], sub); !s.ok()) return s;
-      }
-      return absl::OkStatus();
+      return ForEachIn(p, "pretokenizers", field, [&](const json& e, const std::string& sub) {
+        return LoadPreTokenizer(e, sub);
+      });
     }
     if (type == "Metaspace") {
       // It works on spaces, which no other step leaves: it must come first.

@@ -182,7 +182,9 @@ int Run(int argc, char** argv) {
             "cap on host KV blocks; -1 = whatever fits in --swap-space-mb");
   flags.Int("max-num-seqs", &s.max_num_seqs, "running sequences at most");
   flags.Int("max-num-batched-tokens", &s.max_num_batched_tokens, "token budget of one step");
-  flags.Int("max-model-len", &s.max_model_len, "prompt + output tokens at most; 0 = the model's");
+  flags.Int("max-model-len", &s.max_model_len,
+            "prompt + output tokens at most; 0 = the model's, capped at the KV cache's token "
+            "slots (larger is refused)");
   flags.String("preemption-mode", &s.preemption_mode, "auto|recompute|swap");
   flags.String("scheduling-policy", &s.scheduling_policy, "fcfs|priority");
   flags.Bool("enable-prefix-caching", &s.enable_prefix_caching, "reuse cached prompt blocks");
