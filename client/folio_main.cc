@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "client/commands.h"
 #include "client/offline_engine.h"
+#include "common/incremental_detokenizer.h"
 #include "common/openmp_env.h"
 #include "nlohmann/json.hpp"
 
@@ -213,10 +214,11 @@ int Run(int argc, char** argv) {
           for (const std::vector<TokenLogprob>& position : s.top_logprobs) {
             nlohmann::json alts = nlohmann::json::array();
             for (const TokenLogprob& t : position) {
+              // The token's text in context, as it would stream.
               const TokenId id[1] = {t.token_id};
-              alts.push_back({{"token_id", t.token_id},
-                              {"logprob", t.logprob},
-                              {"text", (*engine)->tokenizer().Decode(id, false)}});
+              const std::string text = IncrementalDetokenizer::Text((*engine)->tokenizer(), id,
+                                                                    /*skip_special_tokens=*/false);
+              alts.push_back({{"token_id", t.token_id}, {"logprob", t.logprob}, {"text", text}});
             }
             top.push_back(std::move(alts));
           }
