@@ -72,23 +72,24 @@ class Tokenizer::Loader {
   }
 
   // SentencePiece-style files spell the vocab in UTF-8 ("▁the"), byte-level
-  // ones map every byte to a printable character ("Ġthe"). Told apart by
-  // byte fallback or by a SentencePiece normalizer, pre-tokenizer or decoder.
+  // ones map every byte to a printable character ("Ġthe"). A ByteLevel
+  // pre-tokenizer or decoder says byte-level; otherwise byte fallback or a
+  // SentencePiece normalizer, pre-tokenizer or decoder says UTF-8.
   static bool SpelledInUtf8(const json& j) {
-    if (Field(Field(j, "model"), "byte_fallback") == true) return true;
-    bool found = false;
+    bool byte_level = false, sentencepiece = Field(Field(j, "model"), "byte_fallback") == true;
     std::function<void(const json&)> scan = [&](const json& node) {
       if (node.is_array()) {
         for (const json& v : node) scan(v);
       } else if (node.is_object()) {
         const std::string type = TypeOf(node);
-        found = found || type == "Metaspace" || type == "ByteFallback" || type == "Prepend" ||
-                type == "Replace" || type == "Strip";
+        byte_level = byte_level || type == "ByteLevel";
+        sentencepiece = sentencepiece || type == "Metaspace" || type == "ByteFallback" ||
+                        type == "Prepend" || type == "Replace" || type == "Strip";
         for (const auto& [key, v] : node.items()) scan(v);
       }
     };
     for (const char* key : {"normalizer", "pre_tokenizer", "decoder"}) scan(Field(j, key));
-    return found;
+    return sentencepiece && !byte_level;
   }
 
   // A Replace{pattern: {String: s}, content: c} of a normalizer or decoder.

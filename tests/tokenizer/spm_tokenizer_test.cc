@@ -110,6 +110,24 @@ TEST_P(SpmTokenizerTest, StreamingEqualsDecodeButForTheLeadingSpace) {
   }
 }
 
+// A byte-level tokenizer stays byte-level with a Replace normalizer (some
+// have one): its ByteLevel pre-tokenizer decides how the vocab is spelled.
+TEST(SpmDetectionTest, AByteLevelTokenizerWithAReplaceNormalizerStaysByteLevel) {
+  const std::string demo = std::string(FOLIO_SOURCE_DIR) + "/models/folio-demo/tokenizer.json";
+  absl::StatusOr<std::unique_ptr<Tokenizer>> plain = Tokenizer::LoadFromFile(demo);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  std::ifstream in(demo);
+  json j = json::parse(in);
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "\r\n"}}}, {"content", "\n"}};
+  const std::string path = ::testing::TempDir() + "/replace_normalizer_tokenizer.json";
+  std::ofstream(path) << j.dump();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> replaced = Tokenizer::LoadFromFile(path);
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  const std::string text = "And God said, Let there be light:\nand there was light.";
+  EXPECT_EQ((*replaced)->Encode(text), (*plain)->Encode(text));
+  EXPECT_EQ((*replaced)->Encode("a\r\nb"), (*plain)->Encode("a\nb"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, SpmTokenizerTest,
                          ::testing::Values("spm_legacy", "spm_metaspace", "spm_metaspace_split"));
 
