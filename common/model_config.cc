@@ -1,5 +1,6 @@
 #include "common/model_config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -246,6 +247,20 @@ absl::Status ParseRopeScaling(const json& root, std::string_view source, ModelCo
   return absl::OkStatus();
 }
 
+// The whole file; NOT_FOUND naming it if it cannot be read.
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(absl::StrCat("error reading ", path, ": ", std::strerror(errno)));
+  }
+  return text.str();
+}
+
 absl::Status ParseTokens(const Fields& f, ModelConfig& c) {
   if (const json* bos = f.Get("bos_token_id")) {
     FOLIO_ASSIGN_OR_RETURN_CFG(c.bos_token_id, f.TokenValue("bos_token_id", *bos));
@@ -410,17 +425,37 @@ absl::StatusOr<ModelConfig> ModelConfig::LoadFromDirectory(const std::string& mo
   if (!std::filesystem::is_directory(model_dir, ec)) {
     return absl::NotFoundError(absl::StrCat("model directory not found: ", model_dir));
   }
-  std::string path = (std::filesystem::path(model_dir) / "config.json").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  absl::StatusOr<std::string> text = ReadText(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<ModelConfig> c = Parse(*text, path);
+  if (!c.ok()) return c.status();
+  const std::string gen = (std::filesystem::path(model_dir) / "generation_config.json").string();
+  if (!std::filesystem::exists(gen, ec)) return c;
+  absl::StatusOr<std::string> gen_text = ReadText(gen);
+  if (!gen_text.ok()) return gen_text.status();
+  if (absl::Status s = MergeGenerationConfig(*gen_text, gen, *c); !s.ok()) return s;
+  return c;
+}
+
+absl::Status ModelConfig::MergeGenerationConfig(std::string_view json_text,
+                                                std::string_view source, ModelConfig& c) {
+  try {
+    const json root = json::parse(json_text.begin(), json_text.end());
+    if (!root.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": expected a JSON object"));
+    }
+    ModelConfig gen;
+    if (absl::Status s = ParseTokens(Fields(root, source), gen); !s.ok()) return s;
+    for (TokenId id : gen.eos_token_ids) {
+      if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
+        c.eos_token_ids.push_back(id);
+      }
+    }
+    return absl::OkStatus();
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": invalid JSON: ", e.what()));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::DataLossError(absl::StrCat("error reading ", path, ": ", std::strerror(errno)));
-  }
-  return Parse(text.str(), path);
 }
 
 }  // namespace folio

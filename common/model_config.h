@@ -59,7 +59,10 @@ struct ModelConfig {
   std::vector<bool> sliding_window_layers;  // [num_layers] when sliding_window is set
 
   std::optional<TokenId> bos_token_id;
-  std::vector<TokenId> eos_token_ids;  // `eos_token_id` may be an int or a list
+  // `eos_token_id` (an int or a list), with generation_config.json's added
+  // when the directory has one: Llama 3 Instruct ends a turn with
+  // <|eot_id|> there, and vLLM / transformers' generate stop on it too.
+  std::vector<TokenId> eos_token_ids;
 
   DType torch_dtype = DType::kF32;  // `torch_dtype` (or newer `dtype`); absent -> F32
 
@@ -70,7 +73,13 @@ struct ModelConfig {
   // context.
   int32_t SmallestAttentionWindow() const;
 
-  // Reads and parses `<model_dir>/config.json`. NOT_FOUND naming the path if
+  // Adds the end tokens of a generation_config.json (text) to c.eos_token_ids.
+  // INVALID_ARGUMENT naming `source` for bad JSON or a bad eos_token_id.
+  static absl::Status MergeGenerationConfig(std::string_view json_text, std::string_view source,
+                                            ModelConfig& c);
+
+  // Reads and parses `<model_dir>/config.json` (and generation_config.json's
+  // end tokens, when present). NOT_FOUND naming the path if
   // it cannot be read; otherwise as Parse.
   static absl::StatusOr<ModelConfig> LoadFromDirectory(const std::string& model_dir);
 

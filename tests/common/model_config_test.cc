@@ -11,6 +11,7 @@
 namespace folio {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
@@ -331,6 +332,33 @@ TEST(ModelConfigTest, LoadFromDirectory) {
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()), HasSubstr(dir + "/config.json"));
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("'hidden_size'"));
+}
+
+// generation_config.json's end tokens join config.json's (Llama 3 Instruct:
+// <|eot_id|> 128009 is only there); duplicates are dropped, and a broken
+// file is an error naming it.
+TEST(ModelConfigTest, GenerationConfigAddsEndTokens) {
+  std::string dir = testing::MakeTestDir();
+  testing::WriteText(dir + "/config.json", kLlama32_1B);  // eos 128001
+  testing::WriteText(dir + "/generation_config.json",
+                     R"({"bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009],
+                         "temperature": 0.6, "top_p": 0.9})");
+  absl::StatusOr<ModelConfig> c = ModelConfig::LoadFromDirectory(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->eos_token_ids, ElementsAre(128001, 128008, 128009));
+
+  testing::WriteText(dir + "/generation_config.json", R"({"eos_token_id": 128009})");
+  c = ModelConfig::LoadFromDirectory(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->eos_token_ids, ElementsAre(128001, 128009));
+
+  testing::WriteText(dir + "/generation_config.json", R"({"eos_token_id": "eot"})");
+  c = ModelConfig::LoadFromDirectory(dir);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              AllOf(HasSubstr("generation_config.json"), HasSubstr("eos_token_id")));
+  testing::WriteText(dir + "/generation_config.json", "{not json");
+  EXPECT_FALSE(ModelConfig::LoadFromDirectory(dir).ok());
 }
 
 TEST(ModelConfigTest, LoadFromMissingDirectory) {
