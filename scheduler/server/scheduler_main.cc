@@ -274,6 +274,25 @@ int Run(int argc, char** argv) {
   if (!model.ok()) return fail(model.status());
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::LoadFromDirectory(s.model);
   if (!tokenizer.ok()) return fail(tokenizer.status());
+  const bool on_cuda = s.device.rfind("cuda", 0) == 0;
+  // The CUDA kernels have no sliding window yet: a windowed model is served
+  // there only up to its window (the workers refuse longer).
+  int32_t model_max_len = model->max_position_embeddings;
+  const int32_t window = model->SmallestAttentionWindow();
+  if (on_cuda && window > 0) {
+    if (s.max_model_len > window) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "--max-model-len ", s.max_model_len, ": the model uses sliding-window attention (window ",
+          window, "), which --device cuda does not implement yet; use at most ", window)));
+    }
+    if (model_max_len > window) {
+      std::fprintf(stderr,
+                   "folio-scheduler: max_model_len capped at the model's sliding window %d "
+                   "(not implemented on --device cuda yet; the model allows %d)\n",
+                   window, model_max_len);
+      model_max_len = window;
+    }
+  }
   absl::StatusOr<PreemptionMode> preemption = ParsePreemptionMode(s.preemption_mode);
   if (!preemption.ok()) return fail(preemption.status());
   absl::StatusOr<SchedulingPolicy> policy = ParseSchedulingPolicy(s.scheduling_policy);
@@ -406,29 +425,10 @@ int Run(int argc, char** argv) {
   init.set_dtype(ParseDType(s.dtype));
   init.set_device(s.device);
   init.set_block_size(static_cast<uint32_t>(s.block_size));
-  const bool on_cuda = s.device.rfind("cuda", 0) == 0;
   const int64_t kv_cache_mb = s.kv_cache_mb >= 0 ? s.kv_cache_mb : on_cuda ? 0 : 256;
   init.set_kv_cache_bytes(static_cast<uint64_t>(kv_cache_mb) << 20);
   init.set_memory_utilization(static_cast<float>(s.gpu_memory_utilization));
   init.set_swap_space_bytes(static_cast<uint64_t>(s.swap_space_mb) << 20);
-  // The CUDA kernels have no sliding window yet: a windowed model is served
-  // there only up to its window (the workers refuse longer).
-  int32_t model_max_len = model->max_position_embeddings;
-  const int32_t window = model->SmallestAttentionWindow();
-  if (on_cuda && window > 0) {
-    if (s.max_model_len > window) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          "--max-model-len ", s.max_model_len, ": the model uses sliding-window attention (window ",
-          window, "), which --device cuda does not implement yet; use at most ", window)));
-    }
-    if (model_max_len > window) {
-      std::fprintf(stderr,
-                   "folio-scheduler: max_model_len capped at the model's sliding window %d "
-                   "(not implemented on --device cuda yet; the model allows %d)\n",
-                   window, model_max_len);
-      model_max_len = window;
-    }
-  }
   const int32_t max_model_len =
       s.max_model_len > 0 ? static_cast<int32_t>(s.max_model_len) : model_max_len;
   init.set_max_model_len(static_cast<uint32_t>(max_model_len));
