@@ -30,9 +30,9 @@ absl::StatusOr<std::unique_ptr<OfflineEngine>> OfflineEngine::Create(const Optio
   sc.max_num_batched_tokens = options.max_num_batched_tokens;
   sc.max_num_seqs = options.max_num_seqs;
   std::string cap_note;
-  absl::StatusOr<int32_t> max_model_len = ResolveMaxModelLen(
-      options.max_model_len, (*worker)->config().max_position_embeddings,
-      int64_t{sc.num_device_blocks} * sc.block_size, &cap_note);
+  absl::StatusOr<int32_t> max_model_len =
+      ResolveMaxModelLen(options.max_model_len, (*worker)->config().max_position_embeddings,
+                         RequestTokenSlots(sc), &cap_note);
   if (!max_model_len.ok()) return max_model_len.status();
   sc.max_model_len = *max_model_len;
   sc.enable_prefix_caching = options.enable_prefix_caching;

@@ -23,7 +23,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
   if (!std::isfinite(p.frequency_penalty) || std::fabs(p.frequency_penalty) > 2.0f) {
     return bad("frequency_penalty must be in [-2, 2], got ", p.frequency_penalty);
   }
-  if (p.logprobs < 0 || p.logprobs > 20) return bad("logprobs must be in [0, 20], got ", p.logprobs);
+  if (p.logprobs < 0 || p.logprobs > kMaxLogprobs) {
+    return bad("logprobs must be in [0, ", kMaxLogprobs, "], got ", p.logprobs);
+  }
   if (p.max_tokens < 1) return bad("max_tokens must be at least 1, got ", p.max_tokens);
   if (p.n < 1) return bad("n must be at least 1, got ", p.n);
   if (p.beam_width < 1) return bad("beam_width must be at least 1, got ", p.beam_width);

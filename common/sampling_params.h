@@ -12,6 +12,9 @@ namespace folio {
 
 // How one request samples and when its sequences stop. Validated once, at the
 // edge (ValidateSamplingParams); everything behind the edge trusts it.
+// Top alternatives a request may ask for per token (vLLM's default cap).
+inline constexpr int32_t kMaxLogprobs = 20;
+
 struct SamplingParams {
   // Sampling distribution (applied by the worker's sampler).
   float temperature = 1.0f;  // 0 = greedy

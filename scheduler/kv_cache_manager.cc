@@ -8,13 +8,14 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "scheduler/scheduler_config.h"
 
 namespace folio {
 
 KvCacheManager::KvCacheManager(const Options& options)
     : block_size_(options.block_size),
       block_shift_(std::countr_zero(static_cast<uint32_t>(options.block_size))),
-      watermark_blocks_(static_cast<int32_t>(std::floor(options.watermark * options.num_device_blocks))),
+      watermark_blocks_(WatermarkBlocks(options.watermark, options.num_device_blocks)),
       device_pool_(options.num_device_blocks, options.enable_prefix_caching),
       host_pool_(options.num_host_blocks, /*enable_caching=*/false) {
   FOLIO_CHECK_GT(block_size_, 0);

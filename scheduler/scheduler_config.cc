@@ -1,5 +1,6 @@
 #include "scheduler/scheduler_config.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -76,28 +77,39 @@ absl::Status SchedulerConfig::Validate() const {
   return absl::OkStatus();
 }
 
+int32_t WatermarkBlocks(double watermark, int32_t num_blocks) {
+  return static_cast<int32_t>(std::floor(watermark * num_blocks));
+}
+
+int64_t RequestTokenSlots(const SchedulerConfig& config) {
+  return int64_t{config.num_device_blocks - WatermarkBlocks(config.watermark,
+                                                            config.num_device_blocks)} *
+         config.block_size;
+}
+
 absl::StatusOr<int32_t> ResolveMaxModelLen(int32_t requested, int32_t model_max,
-                                           int64_t kv_token_slots, std::string* note) {
+                                           int64_t token_slots, std::string* note) {
   if (note != nullptr) note->clear();
   if (requested < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-model-len must be >= 0 (0: the model's), not ", requested));
   }
   if (requested > 0) {
-    if (requested > kv_token_slots) {
+    if (requested > token_slots) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--max-model-len ", requested, " exceeds the ", kv_token_slots,
-          " token slots of the KV cache: a request that long could never finish. Lower "
-          "--max-model-len or give the cache more blocks"));
+          "--max-model-len ", requested, " exceeds the ", token_slots,
+          " token slots of the KV cache (those above its admission watermark): a request that "
+          "long could never finish. Lower --max-model-len or give the cache more blocks"));
     }
     return requested;
   }
-  if (model_max <= kv_token_slots) return model_max;
+  if (model_max <= token_slots) return model_max;
   if (note != nullptr) {
-    *note = absl::StrCat("max_model_len capped at ", kv_token_slots, " (the KV cache's token slots; "
-                         "the model allows ", model_max, ")");
+    *note = absl::StrCat("max_model_len capped at ", token_slots,
+                         " (the KV cache's token slots above its admission watermark; the model "
+                         "allows ", model_max, ")");
   }
-  return static_cast<int32_t>(kv_token_slots);
+  return static_cast<int32_t>(token_slots);
 }
 
 }  // namespace folio

@@ -62,15 +62,22 @@ struct SchedulerConfig {
   absl::Status Validate() const;
 };
 
+// Device blocks admission keeps free: floor(watermark x num_blocks).
+int32_t WatermarkBlocks(double watermark, int32_t num_blocks);
+
+// Token slots one request can be admitted into: the device blocks above the
+// watermark, times the block size.
+int64_t RequestTokenSlots(const SchedulerConfig& config);
+
 // The max_model_len to serve with, once the KV pool is sized. `requested`
-// > 0 is the user's (--max-model-len) and must fit in kv_token_slots
-// (device blocks x block size): longer would accept requests that can never
-// finish, so it is an InvalidArgumentError naming the flag. requested 0
-// takes model_max (max_position_embeddings), capped at kv_token_slots; *note
-// (when not null) then says why it was capped, for the startup log, and is
-// left empty otherwise.
+// > 0 is the user's (--max-model-len) and must fit in token_slots
+// (RequestTokenSlots): longer would accept requests that can never be
+// admitted or finish, so it is an InvalidArgumentError naming the flag.
+// requested 0 takes model_max (max_position_embeddings), capped at
+// token_slots; *note (when not null) then says why it was capped, for the
+// startup log, and is left empty otherwise.
 absl::StatusOr<int32_t> ResolveMaxModelLen(int32_t requested, int32_t model_max,
-                                           int64_t kv_token_slots, std::string* note = nullptr);
+                                           int64_t token_slots, std::string* note = nullptr);
 
 }  // namespace folio
 

@@ -4,10 +4,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/kvsim/simulation.h"
@@ -30,6 +33,10 @@ constexpr char kUsage[] = R"(usage: folio-kvsim [options]
                                        sampling (n=2,4,6) and beam search (2,4,6)
   --no-verify                          skip the simulated worker's KV checks
   --json                               one JSON object instead of a table
+
+Exit status: 0; 1 when a policy could not serve every request (its figures
+then cover fewer requests; stderr names the policy and the first error);
+2 for bad flags or a bad trace.
 )";
 
 struct Flags {
@@ -48,10 +55,10 @@ struct Flags {
 }
 
 template <typename T>
-T ParseNumber(const std::string& flag, const char* value) {
+T ParseNumber(const std::string& flag, const char* value, int64_t min = 1) {
   int64_t v = 0;
-  if (value == nullptr || !absl::SimpleAtoi(value, &v) || v <= 0) {
-    Fail(flag + " needs a positive integer");
+  if (value == nullptr || !absl::SimpleAtoi(value, &v) || v < min) {
+    Fail(flag + (min == 0 ? " needs a non-negative integer" : " needs a positive integer"));
   }
   return static_cast<T>(v);
 }
@@ -74,7 +81,7 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (flag == "--num-requests") {
       f.num_requests = ParseNumber<int32_t>(flag, value), ++i;
     } else if (flag == "--seed") {
-      f.sim.seed = ParseNumber<uint64_t>(flag, value), ++i;
+      f.sim.seed = ParseNumber<uint64_t>(flag, value, /*min=*/0), ++i;
     } else if (flag == "--token-slots") {
       f.sim.token_slots = ParseNumber<int64_t>(flag, value), ++i;
     } else if (flag == "--block-size") {
@@ -102,17 +109,32 @@ Flags ParseFlags(int argc, char** argv) {
       Fail("unknown flag " + flag + "\n" + kUsage);
     }
   }
+  if (f.sim.max_model_len > f.sim.token_slots) {
+    Fail(absl::StrCat("--max-model-len ", f.sim.max_model_len, " exceeds --token-slots ",
+                      f.sim.token_slots, ": a request that long could never be admitted"));
+  }
   return f;
+}
+
+// A share of the memory, or null when no memory was ever in use (every
+// request a single token, say): there is nothing to share out.
+nlohmann::json ShareOrNull(const MemoryBreakdown& m, double part) {
+  return m.total() > 0 ? nlohmann::json(m.Share(part)) : nlohmann::json(nullptr);
+}
+
+std::string Percent(const nlohmann::json& share) {
+  return share.is_null() ? "n/a" : absl::StrFormat("%.1f%%", 100 * share.get<double>());
 }
 
 nlohmann::json PolicyJson(const SimulationResult& r) {
   const MemoryBreakdown& m = r.memory;
   return {
-      {"token_states_share", m.Share(m.token_states)},
-      {"reserved_share", m.Share(m.reserved)},
-      {"internal_fragmentation_share", m.Share(m.internal)},
-      {"external_fragmentation_share", m.Share(m.external)},
-      {"waste_share", 1.0 - m.Share(m.token_states)},
+      {"token_states_share", ShareOrNull(m, m.token_states)},
+      {"reserved_share", ShareOrNull(m, m.reserved)},
+      {"internal_fragmentation_share", ShareOrNull(m, m.internal)},
+      {"external_fragmentation_share", ShareOrNull(m, m.external)},
+      {"waste_share", m.total() > 0 ? nlohmann::json(1.0 - m.Share(m.token_states))
+                                    : nlohmann::json(nullptr)},
       {"mean_batch_requests", r.mean_batch_requests},
       {"mean_batch_sequences", r.mean_batch_sequences},
       {"mean_batch_requests_all_steps", r.mean_batch_requests_all_steps},
@@ -122,6 +144,7 @@ nlohmann::json PolicyJson(const SimulationResult& r) {
       {"preemptions_swap", r.preemptions_swap},
       {"steps", r.steps},
       {"generated_tokens", r.generated_tokens},
+      {"failed_requests", r.failed_requests},
   };
 }
 
@@ -153,14 +176,35 @@ int Main(int argc, char** argv) {
                  {"max_num_seqs", flags.sim.max_num_seqs},
                  {"max_num_batched_tokens", flags.sim.max_num_batched_tokens}};
   out["policies"] = nlohmann::json::object();
+  std::map<ReservationPolicy, std::string> failures;  // first error per policy
   for (ReservationPolicy policy : flags.policies) {
-    out["policies"][ReservationPolicyName(policy)] =
-        PolicyJson(RunOrDie(*trace, flags.sim, policy, SamplingParams{}));
+    const SimulationResult r = RunOrDie(*trace, flags.sim, policy, SamplingParams{});
+    out["policies"][ReservationPolicyName(policy)] = PolicyJson(r);
+    failures[policy] = r.first_error;
   }
   if (out["policies"].contains("none") && out["policies"].contains("max")) {
+    const nlohmann::json& none = out["policies"]["none"];
+    const nlohmann::json& max = out["policies"]["max"];
+    // Batches are averaged over saturated steps: without any on either side
+    // memory never limited the batch, and there is nothing to compare.
+    const bool comparable = none["saturated_steps"].get<int64_t>() > 0 &&
+                            max["saturated_steps"].get<int64_t>() > 0;
     out["batch_ratio_none_vs_max"] =
-        out["policies"]["none"]["mean_batch_requests"].get<double>() /
-        out["policies"]["max"]["mean_batch_requests"].get<double>();
+        comparable ? nlohmann::json(none["mean_batch_requests"].get<double>() /
+                                    max["mean_batch_requests"].get<double>())
+                   : nlohmann::json(nullptr);
+  }
+  // Requests a policy could never serve make its figures cover fewer
+  // requests than the others': said on stderr, and the exit status is 1.
+  int64_t failed = 0;
+  for (ReservationPolicy policy : flags.policies) {
+    const nlohmann::json& p = out["policies"][ReservationPolicyName(policy)];
+    if (p["failed_requests"].get<int64_t>() == 0) continue;
+    failed += p["failed_requests"].get<int64_t>();
+    std::fprintf(stderr, "folio-kvsim: policy %s: %lld of %zu requests failed (first: %s)\n",
+                 ReservationPolicyName(policy),
+                 static_cast<long long>(p["failed_requests"].get<int64_t>()),
+                 trace->requests.size(), failures[policy].c_str());
   }
   if (flags.sharing) {
     for (int32_t k : {2, 4, 6}) {
@@ -180,7 +224,7 @@ int Main(int argc, char** argv) {
 
   if (flags.json) {
     std::printf("%s\n", out.dump(2).c_str());
-    return 0;
+    return failed > 0 ? 1 : 0;
   }
   std::printf("trace %s: %zu requests, mean prompt %.1f, mean output %.1f tokens\n",
               trace->name.c_str(), trace->requests.size(), trace->MeanPromptLen(),
@@ -191,16 +235,18 @@ int Main(int argc, char** argv) {
   std::printf("%-8s %8s %9s %9s %9s %11s %11s %8s\n", "policy", "tokens", "reserved", "internal",
               "external", "batch(req)", "preempted", "steps");
   for (auto& [name, p] : out["policies"].items()) {
-    std::printf("%-8s %7.1f%% %8.1f%% %8.1f%% %8.1f%% %11.2f %11lld %8lld\n", name.c_str(),
-                100 * p["token_states_share"].get<double>(), 100 * p["reserved_share"].get<double>(),
-                100 * p["internal_fragmentation_share"].get<double>(),
-                100 * p["external_fragmentation_share"].get<double>(),
+    std::printf("%-8s %8s %9s %9s %9s %11.2f %11lld %8lld\n", name.c_str(),
+                Percent(p["token_states_share"]).c_str(), Percent(p["reserved_share"]).c_str(),
+                Percent(p["internal_fragmentation_share"]).c_str(),
+                Percent(p["external_fragmentation_share"]).c_str(),
                 p["mean_batch_requests"].get<double>(), p["preemptions"].get<long long>(),
                 p["steps"].get<long long>());
   }
   if (out.contains("batch_ratio_none_vs_max")) {
-    std::printf("\nmean batch, paged vs max reservation: %.2fx\n",
-                out["batch_ratio_none_vs_max"].get<double>());
+    const nlohmann::json& ratio = out["batch_ratio_none_vs_max"];
+    std::printf("\nmean batch, paged vs max reservation: %s\n",
+                ratio.is_null() ? "n/a (memory never held requests back under one of them)"
+                                : absl::StrFormat("%.2fx", ratio.get<double>()).c_str());
   }
   if (out.contains("sharing")) {
     std::printf("\nKV blocks saved by sharing:\n");
@@ -211,7 +257,7 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  return 0;
+  return failed > 0 ? 1 : 0;
 }
 
 }  // namespace

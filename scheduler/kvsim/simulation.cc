@@ -24,6 +24,9 @@ absl::StatusOr<SimulationResult> Simulate(const Trace& trace, const SimulationOp
   config.enable_prefix_caching = false;  // random prompts: nothing to hit
   config.reservation = policy;
   config.check_invariants = false;  // the worker's KV check covers the mapping
+  // The managers are compared on the same pool: none keeps an admission
+  // watermark back, so a request of max_model_len tokens fits every policy.
+  config.watermark = 0.0;
   if (policy == ReservationPolicy::kNone) {
     config.num_device_blocks = paged_blocks;
     // Multi-sequence requests swap when preempted; give them room to.
@@ -34,7 +37,6 @@ absl::StatusOr<SimulationResult> Simulate(const Trace& trace, const SimulationOp
     space = std::make_unique<ContiguousSlotSpace>(options.token_slots);
     config.reservation_space = space.get();
     config.num_device_blocks = paged_blocks + options.max_num_seqs + 1;
-    config.watermark = 0.0;
   }
   absl::StatusOr<std::unique_ptr<Scheduler>> created = Scheduler::Create(config);
   if (!created.ok()) return created.status();
@@ -90,6 +92,10 @@ absl::StatusOr<SimulationResult> Simulate(const Trace& trace, const SimulationOp
     if (!executed.ok()) return executed.status();
     absl::StatusOr<std::vector<RequestOutput>> outputs = scheduler.Update(*executed);
     if (!outputs.ok()) return outputs.status();
+    for (const RequestOutput& out : *outputs) {
+      if (out.error.empty()) continue;
+      if (result.failed_requests++ == 0) result.first_error = out.error;
+    }
     // Memory is measured at the end of each step, as the batch stands.
     int64_t head_claim = 0;
     if (const Request* head = scheduler.NextWaiting(); head != nullptr) {

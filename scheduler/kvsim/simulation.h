@@ -2,6 +2,7 @@
 #define FOLIO_SCHEDULER_KVSIM_SIMULATION_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "common/sampling_params.h"
@@ -36,6 +37,11 @@ struct SimulationResult {
   int64_t preemptions_recompute = 0;
   int64_t preemptions_swap = 0;
   int64_t generated_tokens = 0;
+  // Requests the scheduler ended with an error (never admissible under the
+  // policy, e.g. a power-of-two reservation beyond the pool), and the first
+  // such error.
+  int64_t failed_requests = 0;
+  std::string first_error;
 };
 
 // Replays `trace` through the real scheduler and block manager, all

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -64,6 +65,10 @@ absl::StatusOr<Trace> MakeSyntheticTrace(const std::string& name, int32_t num_re
 }
 
 absl::StatusOr<Trace> LoadTraceFile(const std::string& path, int32_t max_model_len) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a trace file"));
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open trace file ", path));
   Trace trace;
@@ -79,7 +84,13 @@ absl::StatusOr<Trace> LoadTraceFile(const std::string& path, int32_t max_model_l
     TraceRequest r;
     for (auto [key, field] : {std::pair{"prompt_len", &r.prompt_len},
                               std::pair{"output_len", &r.output_len}}) {
-      if (!j.contains(key) || !j[key].is_number_integer()) {
+      if (!j.contains(key)) return absl::InvalidArgumentError(absl::StrCat(where(), "missing ", key));
+      // Integers beyond 64 bits parse as floats: they are out of range, not fractional.
+      if (j[key].is_number_float() && std::fabs(j[key].get<double>()) >= 9.2e18) {
+        return absl::InvalidArgumentError(absl::StrCat(where(), key, " must be in [1, ",
+                                                       max_model_len, "], got ", j[key].dump()));
+      }
+      if (!j[key].is_number_integer()) {
         return absl::InvalidArgumentError(absl::StrCat(where(), key, " must be an integer"));
       }
       const int64_t v = j[key].get<int64_t>();

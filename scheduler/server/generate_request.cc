@@ -33,11 +33,16 @@ absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in) {
   p.stop_token_ids.assign(in.stop_token_ids().begin(), in.stop_token_ids().end());
   // Unsigned counts beyond int32 would wrap: name them before they do.
   for (auto [name, value] : {std::pair{"n", in.n()}, std::pair{"best_of", in.best_of()},
-                             std::pair{"beam_width", in.beam_width()},
-                             std::pair{"logprobs", in.logprobs()}}) {
+                             std::pair{"beam_width", in.beam_width()}}) {
     if (value > 4096) return Invalid(absl::StrCat("sampling_params.", name), absl::StrCat("is too large: ", value));
   }
-  if (in.has_logprobs()) p.logprobs = static_cast<int32_t>(in.logprobs());
+  if (in.has_logprobs()) {
+    if (in.logprobs() > static_cast<uint32_t>(kMaxLogprobs)) {  // before it can wrap
+      return Invalid("sampling_params.logprobs",
+                     absl::StrCat("must be in [0, ", kMaxLogprobs, "], got ", in.logprobs()));
+    }
+    p.logprobs = static_cast<int32_t>(in.logprobs());
+  }
   if (absl::Status s = ValidateSamplingParams(p); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling_params.", s.message()));
   }

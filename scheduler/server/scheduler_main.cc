@@ -450,14 +450,6 @@ int Run(int argc, char** argv) {
     return fail(workers.status());
   }
   RemoteWorkerGroup* group = workers->get();
-  // What the pool can hold bounds what may be asked for.
-  std::string cap_note;
-  const absl::StatusOr<int32_t> served_len =
-      ResolveMaxModelLen(static_cast<int32_t>(std::min<int64_t>(s.max_model_len, INT32_MAX)),
-                         model_max_len, int64_t{group->num_device_blocks()} * s.block_size,
-                         &cap_note);
-  if (!served_len.ok()) return fail(served_len.status());
-  if (!cap_note.empty()) std::fprintf(stderr, "folio-scheduler: %s\n", cap_note.c_str());
 
   Engine::Options eo;
   eo.scheduler.block_size = static_cast<int32_t>(s.block_size);
@@ -465,11 +457,18 @@ int Run(int argc, char** argv) {
   eo.scheduler.num_host_blocks = group->num_host_blocks();
   eo.scheduler.max_num_seqs = static_cast<int32_t>(s.max_num_seqs);
   eo.scheduler.max_num_batched_tokens = static_cast<int32_t>(s.max_num_batched_tokens);
-  eo.scheduler.max_model_len = *served_len;
   eo.scheduler.enable_prefix_caching = s.enable_prefix_caching;
   eo.scheduler.preemption_mode = *preemption;
   eo.scheduler.policy = *policy;
   eo.scheduler.check_invariants = false;
+  // What the pool can hold bounds what may be asked for.
+  std::string cap_note;
+  const absl::StatusOr<int32_t> served_len =
+      ResolveMaxModelLen(static_cast<int32_t>(std::min<int64_t>(s.max_model_len, INT32_MAX)),
+                         model_max_len, RequestTokenSlots(eo.scheduler), &cap_note);
+  if (!served_len.ok()) return fail(served_len.status());
+  if (!cap_note.empty()) std::fprintf(stderr, "folio-scheduler: %s\n", cap_note.c_str());
+  eo.scheduler.max_model_len = *served_len;
   eo.model_name = s.model_name;
   if (eo.model_name.empty()) {
     std::vector<std::string> parts = absl::StrSplit(s.model, '/', absl::SkipEmpty());

@@ -109,6 +109,29 @@ TEST(SchedulerTest, DuplicateIdIsAlreadyExistsAndTheOriginalStillRuns) {
   ExpectDrained(*s);
 }
 
+// max_model_len as the servers resolve it (RequestTokenSlots: the blocks
+// above the watermark): the longest prompt it allows is admitted, not refused
+// as never fitting, and runs to max_model_len. One more token is refused.
+TEST(SchedulerTest, TheLongestRequestMaxModelLenAllowsFitsAboveTheWatermark) {
+  SchedulerConfig c = TestConfig(200, 16);  // 2 watermark blocks at 1%
+  c.watermark = 0.01;
+  c.max_num_batched_tokens = 4096;
+  EXPECT_EQ(WatermarkBlocks(c.watermark, c.num_device_blocks), 2);
+  EXPECT_EQ(RequestTokenSlots(c), 198 * 16);
+  absl::StatusOr<int32_t> len = ResolveMaxModelLen(0, 1 << 20, RequestTokenSlots(c));
+  FOLIO_ASSERT_OK(len.status());
+  c.max_model_len = *len;
+  EXPECT_FALSE(ResolveMaxModelLen(*len + 1, 1 << 20, RequestTokenSlots(c)).ok());
+  auto s = test::MakeScheduler(c);
+  SimulatedWorker w(test::WorkerOptions(c));
+  FOLIO_ASSERT_OK(s->AddRequest(MakeRequest(1, c.max_model_len - 1, 5)));
+  auto out = test::RunToCompletion(*s, w, 100);
+  FOLIO_ASSERT_OK(out.status());
+  EXPECT_EQ(out->at(1).error, "");
+  EXPECT_EQ(out->at(1).tokens().size(), 1u);  // reached max_model_len
+  ExpectDrained(*s);
+}
+
 TEST(SchedulerTest, ExpectedOutputLenRequiredByPow2AndOracle) {
   for (ReservationPolicy p : {ReservationPolicy::kPow2, ReservationPolicy::kOracle}) {
     SchedulerConfig c = TestConfig(64);

@@ -112,6 +112,9 @@ TEST_F(GenerateRequestTest, ErrorsNameTheField) {
   ExpectInvalid(with([](v1::SamplingParams& s) { s.add_stop_token_ids(4096); }),
                 "sampling_params.stop_token_ids[0]");
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_logprobs(50); }), "sampling_params.logprobs");
+  // The value sent is the one named, however large.
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_logprobs(4294967295u); }),
+                "sampling_params.logprobs must be in [0, 20], got 4294967295");
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_n(4000000000u); }), "sampling_params.n");
 
   v1::GenerateRequest long_prompt;
