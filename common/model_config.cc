@@ -1,18 +1,15 @@
 #include "common/model_config.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {
@@ -247,20 +244,6 @@ absl::Status ParseRopeScaling(const json& root, std::string_view source, ModelCo
   return absl::OkStatus();
 }
 
-// The whole file; NOT_FOUND naming it if it cannot be read.
-absl::StatusOr<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::DataLossError(absl::StrCat("error reading ", path, ": ", std::strerror(errno)));
-  }
-  return text.str();
-}
-
 absl::Status ParseTokens(const Fields& f, ModelConfig& c) {
   if (const json* bos = f.Get("bos_token_id")) {
     FOLIO_ASSIGN_OR_RETURN_CFG(c.bos_token_id, f.TokenValue("bos_token_id", *bos));
@@ -426,13 +409,13 @@ absl::StatusOr<ModelConfig> ModelConfig::LoadFromDirectory(const std::string& mo
     return absl::NotFoundError(absl::StrCat("model directory not found: ", model_dir));
   }
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
-  absl::StatusOr<std::string> text = ReadText(path);
+  absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   absl::StatusOr<ModelConfig> c = Parse(*text, path);
   if (!c.ok()) return c.status();
   const std::string gen = (std::filesystem::path(model_dir) / "generation_config.json").string();
   if (!std::filesystem::exists(gen, ec)) return c;
-  absl::StatusOr<std::string> gen_text = ReadText(gen);
+  absl::StatusOr<std::string> gen_text = ReadTextFile(gen);
   if (!gen_text.ok()) return gen_text.status();
   if (absl::Status s = MergeGenerationConfig(*gen_text, gen, *c); !s.ok()) return s;
   return c;

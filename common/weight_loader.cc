@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "common/check.h"
 #include "common/dtype.h"
+#include "common/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {
@@ -60,17 +61,6 @@ void ConvertToF32(const TensorInfo& info, size_t first, size_t count, float* out
       return;
   }
   FOLIO_CHECK(false);
-}
-
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("error reading ", path));
-  return text.str();
 }
 
 // weight_map of an index file: tensor name -> shard file name.
