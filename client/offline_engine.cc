@@ -65,8 +65,7 @@ absl::StatusOr<std::vector<OfflineEngine::Result>> OfflineEngine::Generate(
     if (in.prompt_token_ids.has_value()) {
       spec.prompt = *in.prompt_token_ids;
     } else {
-      spec.prompt = tokenizer_->Encode(in.prompt, /*add_bos=*/false);
-      if (config.bos_token_id.has_value()) spec.prompt.insert(spec.prompt.begin(), *config.bos_token_id);
+      spec.prompt = tokenizer_->EncodePrompt(in.prompt);
     }
     absl::Status s;
     for (TokenId t : spec.prompt) {

@@ -39,7 +39,7 @@ class OfflineEngine {
   };
 
   struct Request {
-    std::string prompt;                            // tokenized with BOS when the model has one
+    std::string prompt;                            // tokenized as Tokenizer::EncodePrompt does
     std::optional<std::vector<TokenId>> prompt_token_ids;  // used as is when set
     SamplingParams sampling;
   };

@@ -95,6 +95,15 @@ std::vector<TokenId> Tokenizer::Encode(std::string_view text, bool add_bos) cons
   return ids;
 }
 
+std::vector<TokenId> Tokenizer::EncodePrompt(std::string_view text, bool add_special_tokens) const {
+  std::vector<TokenId> ids = Encode(text, /*add_bos=*/false);
+  if (add_special_tokens) {
+    ids.insert(ids.begin(), prompt_prefix_.begin(), prompt_prefix_.end());
+    ids.insert(ids.end(), prompt_suffix_.begin(), prompt_suffix_.end());
+  }
+  return ids;
+}
+
 std::vector<std::string> Tokenizer::PreTokenize(std::string_view text) const {
   std::string clean;
   if (!IsValidUtf8(text)) {

@@ -34,7 +34,9 @@
 // Fuse / Strip (of leading spaces), other pre-tokenizers.
 // The NFC normalizer (Qwen2) is accepted and treated as the identity: prompts
 // are almost always NFC already, and pulling in ICU for it is not worth it.
-// The post_processor is ignored: callers ask for BOS with `add_bos`.
+// The post_processor's TemplateProcessing (alone or in a Sequence) gives the
+// special tokens put around a prompt (EncodePrompt: Llama's BOS); ByteLevel
+// and null add none (GPT-2, Qwen2); others are ignored.
 //
 // Thread-safety: immutable after loading (except set_bos_token_id, which must
 // happen before the tokenizer is shared); all const methods may run
@@ -72,6 +74,11 @@ class Tokenizer {
   // Token ids of `text`, preceded by bos_token_id() when add_bos is set and a
   // BOS id is known. Invalid UTF-8 in `text` is first replaced by U+FFFD.
   std::vector<TokenId> Encode(std::string_view text, bool add_bos = false) const;
+
+  // A prompt's ids as Hugging Face's tokenizer gives them: Encode(text) with
+  // the post-processor's special tokens around it when add_special_tokens
+  // (the BOS of Llama 2/3 and Mistral; none for GPT-2 or Qwen2).
+  std::vector<TokenId> EncodePrompt(std::string_view text, bool add_special_tokens = true) const;
 
   // Text of `ids`: token bytes concatenated, invalid UTF-8 replaced by U+FFFD.
   // Ids outside the vocabulary are skipped; special tokens are skipped when
@@ -168,6 +175,8 @@ class Tokenizer {
   std::optional<TokenId> unk_id_;
   bool fuse_unk_ = false;
   std::optional<TokenId> bos_id_;
+  std::vector<TokenId> prompt_prefix_;  // the post-processor's special tokens before the text
+  std::vector<TokenId> prompt_suffix_;  // and after it
 };
 
 }  // namespace folio

@@ -37,6 +37,7 @@ class Tokenizer::Loader {
     if (!j.contains("model")) return Invalid("model", "missing");
     if (auto s = LoadModel(j["model"]); !s.ok()) return s;
     if (auto s = LoadAddedTokens(Field(j, "added_tokens")); !s.ok()) return s;
+    if (auto s = LoadPostProcessor(Field(j, "post_processor"), "post_processor"); !s.ok()) return s;
     return LoadPreTokenizer(Field(j, "pre_tokenizer"), "pre_tokenizer");
   }
 
@@ -56,6 +57,49 @@ class Tokenizer::Loader {
     return j.is_object() && j.contains("type") && j["type"].is_string()
                ? j["type"].get<std::string>()
                : std::string();
+  }
+
+  // The special tokens a TemplateProcessing puts around a single text
+  // ("single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}]),
+  // their ids from its "special_tokens" map (else the vocab). A Sequence of
+  // processors is searched; ByteLevel and the others add nothing here.
+  absl::Status LoadPostProcessor(const json& p, const std::string& field) {
+    const std::string type = TypeOf(p);
+    if (type == "Sequence") {
+      return ForEachIn(p, "processors", field, [&](const json& e, const std::string& sub) {
+        return LoadPostProcessor(e, sub);
+      });
+    }
+    if (type != "TemplateProcessing") return absl::OkStatus();
+    const json& single = Field(p, "single");
+    if (!single.is_array()) return Invalid(field + ".single", "expected an array");
+    bool after_text = false;
+    for (size_t i = 0; i < single.size(); ++i) {
+      const std::string item = absl::StrCat(field, ".single[", i, "]");
+      if (single[i].contains("Sequence")) {
+        after_text = true;
+        continue;
+      }
+      const json& special = Field(single[i], "SpecialToken");
+      if (!special.is_object() || !special.contains("id") || !special["id"].is_string())
+        return Invalid(item, "expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
+      const std::string name = special["id"].get<std::string>();
+      std::vector<TokenId> ids;
+      const json& known = Field(Field(p, "special_tokens"), name.c_str());
+      if (known.is_object() && known.contains("ids") && known["ids"].is_array()) {
+        for (const json& id : known["ids"]) {
+          if (!id.is_number_integer()) return Invalid(item, "special token ids must be integers");
+          ids.push_back(id.get<TokenId>());
+        }
+      } else if (std::optional<TokenId> id = t_->FindToken(name)) {
+        ids.push_back(*id);
+      } else {
+        return Invalid(item, absl::StrCat("special token '", name, "' is not in the vocabulary"));
+      }
+      std::vector<TokenId>& out = after_text ? t_->prompt_suffix_ : t_->prompt_prefix_;
+      out.insert(out.end(), ids.begin(), ids.end());
+    }
+    return absl::OkStatus();
   }
 
   // Loads each element of a Sequence's list `key` with load(element, its field name).

@@ -51,11 +51,9 @@ absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in) {
 
 }  // namespace
 
-std::vector<TokenId> TokenizePrompt(const Tokenizer& tokenizer, const RequestLimits& limits,
-                                    const std::string& text, bool add_special_tokens) {
-  std::vector<TokenId> ids = tokenizer.Encode(text, /*add_bos=*/false);
-  if (add_special_tokens && limits.bos_token_id.has_value()) ids.insert(ids.begin(), *limits.bos_token_id);
-  return ids;
+std::vector<TokenId> TokenizePrompt(const Tokenizer& tokenizer, const std::string& text,
+                                    bool add_special_tokens) {
+  return tokenizer.EncodePrompt(text, add_special_tokens);
 }
 
 absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& request,
@@ -71,7 +69,7 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
   switch (request.prompt_case()) {
     case v1::GenerateRequest::kText:
       if (request.text().empty()) return Invalid("text", "must not be empty");
-      out.spec.prompt = TokenizePrompt(tokenizer, limits, request.text(), true);
+      out.spec.prompt = TokenizePrompt(tokenizer, request.text(), true);
       break;
     case v1::GenerateRequest::kTokenIds: {
       const auto& ids = request.token_ids().ids();

@@ -17,7 +17,6 @@ namespace folio {
 struct RequestLimits {
   int32_t vocab_size = 0;
   int32_t max_model_len = 0;  // prompt + output tokens
-  std::optional<TokenId> bos_token_id;  // prepended to text prompts
   std::vector<TokenId> eos_token_ids;
 };
 
@@ -39,10 +38,11 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
                                                    const Tokenizer& tokenizer,
                                                    const RequestLimits& limits);
 
-// The prompt token ids a text gets: BOS first when the model has one and
-// `add_special_tokens` is set.
-std::vector<TokenId> TokenizePrompt(const Tokenizer& tokenizer, const RequestLimits& limits,
-                                    const std::string& text, bool add_special_tokens);
+// The prompt token ids a text gets: with `add_special_tokens`, the special
+// tokens the tokenizer's post-processor puts around it (Llama's BOS; none for
+// GPT-2 or Qwen2), as Hugging Face and vLLM tokenize prompts.
+std::vector<TokenId> TokenizePrompt(const Tokenizer& tokenizer, const std::string& text,
+                                    bool add_special_tokens);
 
 }  // namespace folio
 

@@ -488,7 +488,6 @@ int Run(int argc, char** argv) {
   RequestLimits limits;
   limits.vocab_size = model->vocab_size;
   limits.max_model_len = *served_len;
-  limits.bos_token_id = model->bos_token_id;
   limits.eos_token_ids = model->eos_token_ids;
   // A failed worker group ends serving: probes see NOT_SERVING (Kubernetes
   // restarts the pod), and new requests get UNAVAILABLE.

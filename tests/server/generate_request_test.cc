@@ -20,7 +20,6 @@ class GenerateRequestTest : public ::testing::Test {
     tokenizer_ = std::move(*t);
     limits_.vocab_size = 2048;
     limits_.max_model_len = 64;
-    limits_.bos_token_id = 2046;
     limits_.eos_token_ids = {2047};
   }
   absl::StatusOr<ParsedRequest> Parse(const v1::GenerateRequest& r) {

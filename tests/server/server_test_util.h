@@ -113,7 +113,6 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   RequestLimits limits;
   limits.vocab_size = config.vocab_size;
   limits.max_model_len = config.max_position_embeddings;
-  limits.bos_token_id = config.bos_token_id;
   limits.eos_token_ids = config.eos_token_ids;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::LoadFromDirectory(kDemoDir);
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();

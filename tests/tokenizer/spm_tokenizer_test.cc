@@ -128,6 +128,58 @@ TEST(SpmDetectionTest, AByteLevelTokenizerWithAReplaceNormalizerStaysByteLevel) 
   EXPECT_EQ((*replaced)->Encode("a\r\nb"), (*plain)->Encode("a\nb"));
 }
 
+// The special tokens around a prompt come from the post-processor, as in
+// Hugging Face: Llama's TemplateProcessing adds BOS (alone or in a Sequence
+// after ByteLevel, as Llama 3 writes it), ByteLevel alone (Qwen2, GPT-2) and
+// null add none, a template may add tokens after the text too.
+TEST(PostProcessorTest, PromptSpecialTokensFollowTheTemplate) {
+  const std::string demo = std::string(FOLIO_SOURCE_DIR) + "/models/folio-demo/tokenizer.json";
+  std::ifstream in(demo);
+  const json original = json::parse(in);
+  auto load = [&](const json& post) {
+    json j = original;
+    j["post_processor"] = post;
+    const std::string path = ::testing::TempDir() + "/post_processor_tokenizer.json";
+    std::ofstream(path) << j.dump();
+    return Tokenizer::LoadFromFile(path);
+  };
+  const json bos = {{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}};
+  const json eos = {{"SpecialToken", {{"id", "<|end_of_text|>"}, {"type_id", 0}}}};
+  const json text = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  const json template_bos = {{"type", "TemplateProcessing"}, {"single", {bos, text}}};
+  const json byte_level = {{"type", "ByteLevel"}, {"trim_offsets", false}};
+  const std::string prompt = "And God said";
+
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = load(template_bos);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::vector<TokenId> plain = (*t)->Encode(prompt);
+  std::vector<TokenId> with_bos = {2046};
+  with_bos.insert(with_bos.end(), plain.begin(), plain.end());
+  EXPECT_EQ((*t)->EncodePrompt(prompt), with_bos);
+  EXPECT_EQ((*t)->EncodePrompt(prompt, /*add_special_tokens=*/false), plain);
+
+  t = load({{"type", "Sequence"}, {"processors", {byte_level, template_bos}}});  // Llama 3
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->EncodePrompt(prompt), with_bos);
+
+  for (const json& none : {byte_level, json(nullptr)}) {  // Qwen2 / GPT-2, or no processor
+    t = load(none);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ((*t)->EncodePrompt(prompt), plain) << none.dump();
+  }
+
+  t = load({{"type", "TemplateProcessing"}, {"single", {bos, text, eos}}});
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::vector<TokenId> around = with_bos;
+  around.push_back(2047);
+  EXPECT_EQ((*t)->EncodePrompt(prompt), around);
+
+  t = load({{"type", "TemplateProcessing"},
+            {"single", {{{"SpecialToken", {{"id", "<nope>"}, {"type_id", 0}}}}, text}}});
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(std::string(t.status().message()), ::testing::HasSubstr("post_processor.single[0]"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, SpmTokenizerTest,
                          ::testing::Values("spm_legacy", "spm_metaspace", "spm_metaspace_split"));
 
