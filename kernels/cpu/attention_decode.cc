@@ -40,11 +40,6 @@ int32_t HeadsPerItem(const Shape& sh) {
   return heads;
 }
 
-// First position the decode query of a context of len positions sees.
-int32_t WindowStart(int32_t len, int32_t sliding_window) {
-  return sliding_window > 0 ? std::max(0, len - sliding_window) : 0;
-}
-
 // Decode with `heads` KV heads per work item; partition_tokens > 0 splits
 // every attended range (the context, or its last sliding_window positions)
 // into slices of that many positions (separate items, merged at the end
@@ -63,7 +58,7 @@ void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float 
   std::vector<int32_t> first_part(sh.num_seqs + 1, 0);
   double macs = 0;
   for (int32_t s = 0; s < sh.num_seqs; ++s) {
-    const int32_t seen = context_lens[s] - WindowStart(context_lens[s], sliding_window);
+    const int32_t seen = context_lens[s] - FirstVisible(context_lens[s] - 1, sliding_window);
     const int32_t parts =
         partitioned ? std::max(1, (seen + partition_tokens - 1) / partition_tokens) : 1;
     first_part[s + 1] = first_part[s] + parts;
@@ -85,7 +80,7 @@ void Decode(const float* q, const Shape& sh, const int32_t* context_lens, float 
     const int32_t h = static_cast<int32_t>(item % chunks) * heads;
     const int32_t s = part_seq[part];
     const int32_t len = context_lens[s];
-    const int32_t start = WindowStart(len, sliding_window);
+    const int32_t start = FirstVisible(len - 1, sliding_window);
     const int32_t begin = start + (partitioned ? (part - first_part[s]) * partition_tokens : 0);
     const int32_t end = partitioned ? std::min(len, begin + partition_tokens) : len;
     const int64_t head0 = int64_t{h} * g;  // first query head of the item
@@ -152,7 +147,8 @@ void DecodeWithSplit(const float* q, const Shape& sh, const int32_t* context_len
   if (partition == 0) {
     int32_t max_len = 0;  // of the attended ranges
     for (int32_t s = 0; s < sh.num_seqs; ++s) {
-      max_len = std::max(max_len, context_lens[s] - WindowStart(context_lens[s], sliding_window));
+      const int32_t seen = context_lens[s] - FirstVisible(context_lens[s] - 1, sliding_window);
+      max_len = std::max(max_len, seen);
     }
     const bool few_items = int64_t{sh.num_seqs} * sh.num_kv_heads < 2 * int64_t{MaxThreads()};
     partition = few_items && max_len >= 2 * kDefaultPartitionTokens ? kDefaultPartitionTokens : -1;

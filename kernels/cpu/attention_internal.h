@@ -170,6 +170,12 @@ struct ContiguousSource {
   }
 };
 
+// The first position a query at `pos` attends to: its last sliding_window
+// positions (> 0), or from position 0.
+inline int32_t FirstVisible(int32_t pos, int32_t sliding_window) {
+  return sliding_window > 0 ? std::max(0, pos - sliding_window + 1) : 0;
+}
+
 // ---------------------------------------------------------------------------
 // One work item: m query rows that share a KV head, with their online-softmax
 // state. Lives in per-thread scratch, sized once per kernel call.

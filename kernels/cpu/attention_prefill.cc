@@ -218,10 +218,6 @@ template <class SourceAt>
 void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
              const int32_t* context_lens, float scale, int32_t sliding_window, float* out,
              SourceAt source_at) {
-  // First position the query at `pos` sees.
-  auto first_seen = [sliding_window](int32_t pos) {
-    return sliding_window > 0 ? std::max(0, pos - sliding_window + 1) : 0;
-  };
   const int32_t g = sh.group();
   const int32_t hd = sh.hd;
   // Query tiles: up to kMaxRows rows (tokens x group heads) per item.
@@ -261,7 +257,7 @@ void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
     const int32_t past = context_lens[s] - (query_start[s + 1] - query_start[s]);
     const int32_t m = (tile.last - tile.first) * g;
     // Keys [begin, end): from the first query's window start to the last query.
-    const int32_t begin = first_seen(past + tile.first);
+    const int32_t begin = FirstVisible(past + tile.first, sliding_window);
     const int32_t end = past + tile.last;
 #ifdef FOLIO_TILED_PREFILL
     if (m >= kMinTiledRows) {
@@ -275,7 +271,7 @@ void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
           const float* src = q + row0 + int64_t{j} * hd;
           for (int32_t d = 0; d < hd; ++d) sc.q[int64_t{d} * mp + r] = src[d] * scale;
           sc.limit[r] = past + i;
-          sc.first[r] = first_seen(past + i);
+          sc.first[r] = FirstVisible(past + i, sliding_window);
         }
       }
       for (int32_t r = m; r < mp; ++r) {
@@ -301,7 +297,7 @@ void Prefill(const float* q, const Shape& sh, const int32_t* query_start,
         const int32_t r = (i - tile.first) * g + j;
         LoadQueryRow(q + row0 + int64_t{j} * hd, scale, hd, sc.q + int64_t{r} * hd);
         sc.limit[r] = past + i;
-        sc.first[r] = first_seen(past + i);
+        sc.first[r] = FirstVisible(past + i, sliding_window);
       }
     }
     AttendRange(source_at(s, h), sc, 1, m, begin, end);
