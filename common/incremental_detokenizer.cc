@@ -1,6 +1,7 @@
 #include "common/incremental_detokenizer.h"
 
 #include "common/byte_level.h"
+#include "common/metaspace.h"
 
 namespace folio {
 
@@ -27,12 +28,7 @@ std::string IncrementalDetokenizer::Flush() {
 
 std::string IncrementalDetokenizer::EndRun() {
   std::string text;
-  if (run_tokens_ == 0) return text;
-  if (IsValidUtf8(run_)) {
-    text.swap(run_);
-  } else {
-    for (size_t i = 0; i < run_tokens_; ++i) text += "\xEF\xBF\xBD";  // U+FFFD per token
-  }
+  AppendByteFallbackRun(run_, run_tokens_, &text);
   run_.clear();
   run_tokens_ = 0;
   return text;

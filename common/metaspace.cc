@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "common/byte_level.h"
+
 namespace folio {
 namespace {
 
@@ -61,6 +63,14 @@ void ApplyMetaspace(std::string_view text, const MetaspaceSpec& spec, bool first
     begin = hit;
   }
   pieces->push_back(s.substr(begin));
+}
+
+void AppendByteFallbackRun(std::string_view run, size_t tokens, std::string* out) {
+  if (IsValidUtf8(run)) {
+    out->append(run);
+    return;
+  }
+  for (size_t i = 0; i < tokens; ++i) out->append("\xEF\xBF\xBD");  // U+FFFD
 }
 
 int ByteFallbackValue(std::string_view spelled) {

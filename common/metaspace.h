@@ -42,6 +42,11 @@ struct MetaspaceSpec {
 void ApplyMetaspace(std::string_view text, const MetaspaceSpec& spec, bool first,
                     std::vector<std::string>* pieces);
 
+// Appends the text of a run of `tokens` consecutive byte-fallback tokens
+// whose bytes are `run`: the bytes when they are valid UTF-8, else one U+FFFD
+// per token (Hugging Face's ByteFallback decoder).
+void AppendByteFallbackRun(std::string_view run, size_t tokens, std::string* out);
+
 // The byte of a byte-fallback token "<0xAB>" (two hex digits), or -1.
 int ByteFallbackValue(std::string_view spelled);
 

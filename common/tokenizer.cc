@@ -253,11 +253,7 @@ std::string Tokenizer::Decode(std::span<const TokenId> ids, bool skip_special_to
   std::string run;  // bytes of consecutive byte-fallback tokens
   size_t run_tokens = 0;
   auto flush_run = [&] {
-    if (IsValidUtf8(run)) {
-      bytes += run;
-    } else {
-      for (size_t i = 0; i < run_tokens; ++i) bytes += "\xEF\xBF\xBD";  // U+FFFD per token
-    }
+    AppendByteFallbackRun(run, run_tokens, &bytes);
     run.clear();
     run_tokens = 0;
   };
