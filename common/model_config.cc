@@ -426,7 +426,8 @@ absl::Status ModelConfig::MergeGenerationConfig(std::string_view json_text,
   try {
     const json root = json::parse(json_text.begin(), json_text.end());
     if (!root.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": expected a JSON object"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(source), ": expected a JSON object"));
     }
     ModelConfig gen;
     if (absl::Status s = ParseTokens(Fields(root, source), gen); !s.ok()) return s;
@@ -437,7 +438,8 @@ absl::Status ModelConfig::MergeGenerationConfig(std::string_view json_text,
     }
     return absl::OkStatus();
   } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": invalid JSON: ", e.what()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(source), ": invalid JSON: ", e.what()));
   }
 }
 

@@ -84,7 +84,9 @@ absl::StatusOr<Trace> LoadTraceFile(const std::string& path, int32_t max_model_l
     TraceRequest r;
     for (auto [key, field] : {std::pair{"prompt_len", &r.prompt_len},
                               std::pair{"output_len", &r.output_len}}) {
-      if (!j.contains(key)) return absl::InvalidArgumentError(absl::StrCat(where(), "missing ", key));
+      if (!j.contains(key)) {
+        return absl::InvalidArgumentError(absl::StrCat(where(), "missing ", key));
+      }
       // Integers beyond 64 bits parse as floats: they are out of range, not fractional.
       if (j[key].is_number_float() && std::fabs(j[key].get<double>()) >= 9.2e18) {
         return absl::InvalidArgumentError(absl::StrCat(where(), key, " must be in [1, ",

@@ -338,7 +338,7 @@ v1::ModelInfo Engine::ModelInfo() const {
 }
 
 std::vector<TokenId> Engine::Tokenize(const std::string& text, bool add_special_tokens) const {
-  return TokenizePrompt(*tokenizer_, text, add_special_tokens);
+  return tokenizer_->EncodePrompt(text, add_special_tokens);
 }
 
 bool Engine::FailureFree() const {

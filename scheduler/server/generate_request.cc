@@ -51,11 +51,6 @@ absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in) {
 
 }  // namespace
 
-std::vector<TokenId> TokenizePrompt(const Tokenizer& tokenizer, const std::string& text,
-                                    bool add_special_tokens) {
-  return tokenizer.EncodePrompt(text, add_special_tokens);
-}
-
 absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& request,
                                                    const Tokenizer& tokenizer,
                                                    const RequestLimits& limits) {
@@ -69,7 +64,7 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
   switch (request.prompt_case()) {
     case v1::GenerateRequest::kText:
       if (request.text().empty()) return Invalid("text", "must not be empty");
-      out.spec.prompt = TokenizePrompt(tokenizer, request.text(), true);
+      out.spec.prompt = tokenizer.EncodePrompt(request.text());
       break;
     case v1::GenerateRequest::kTokenIds: {
       const auto& ids = request.token_ids().ids();

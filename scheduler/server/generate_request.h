@@ -38,12 +38,6 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
                                                    const Tokenizer& tokenizer,
                                                    const RequestLimits& limits);
 
-// The prompt token ids a text gets: with `add_special_tokens`, the special
-// tokens the tokenizer's post-processor puts around it (Llama's BOS; none for
-// GPT-2 or Qwen2), as Hugging Face and vLLM tokenize prompts.
-std::vector<TokenId> TokenizePrompt(const Tokenizer& tokenizer, const std::string& text,
-                                    bool add_special_tokens);
-
 }  // namespace folio
 
 #endif  // FOLIO_SCHEDULER_SERVER_GENERATE_REQUEST_H_
