@@ -396,13 +396,6 @@ int32_t ModelConfig::AttentionWindow(int32_t layer) const {
   return *sliding_window;
 }
 
-int32_t ModelConfig::SmallestAttentionWindow() const {
-  for (int32_t layer = 0; layer < num_layers; ++layer) {
-    if (AttentionWindow(layer) > 0) return *sliding_window;  // one window for all
-  }
-  return 0;
-}
-
 absl::StatusOr<ModelConfig> ModelConfig::LoadFromDirectory(const std::string& model_dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(model_dir, ec)) {

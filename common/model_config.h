@@ -69,9 +69,6 @@ struct ModelConfig {
   // The attention window of `layer`: sliding_window on a windowed layer, 0
   // (the whole context) otherwise.
   int32_t AttentionWindow(int32_t layer) const;
-  // The smallest window of any layer; 0 when every layer sees the whole
-  // context.
-  int32_t SmallestAttentionWindow() const;
 
   // Adds the end tokens of a generation_config.json (text) to c.eos_token_ids.
   // INVALID_ARGUMENT naming `source` for bad JSON or a bad eos_token_id.

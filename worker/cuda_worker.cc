@@ -70,9 +70,11 @@ gpu::HostModel ViewOf(const ModelWeights& w) {
   h.embed = w.embed;
   h.final_norm = w.final_norm;
   h.lm_head = w.lm_head;
-  for (const LayerWeights& L : w.layers) {
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& L = w.layers[i];
     h.layers.push_back(gpu::HostLayer{L.input_norm, L.qkv, L.qkv_bias, L.o_proj,
-                                      L.post_attention_norm, L.gate_up, L.down_proj});
+                                      L.post_attention_norm, L.gate_up, L.down_proj,
+                                      c.AttentionWindow(static_cast<int32_t>(i))});
   }
   return h;
 }
@@ -165,18 +167,6 @@ absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Load(const Options& o) {
   if (o.device < 0 || o.device >= *count) {
     return absl::InvalidArgumentError(absl::StrCat("device cuda:", o.device, ": this machine has ",
                                                    *count, " CUDA device(s)"));
-  }
-  // The CUDA attention kernels see the whole context: a sliding-window model
-  // is exact only while no sequence outgrows its window.
-  absl::StatusOr<ModelConfig> config = ModelConfig::LoadFromDirectory(o.model_dir);
-  if (!config.ok()) return config.status();
-  const int32_t window = config->SmallestAttentionWindow();
-  const int32_t max_len = o.max_model_len > 0 ? o.max_model_len : config->max_position_embeddings;
-  if (window > 0 && max_len > window) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the model uses sliding-window attention (window ", window,
-        "), which the CUDA backend does not implement yet: serve it with max_model_len <= ", window,
-        " (got ", max_len, ")"));
   }
   absl::StatusOr<std::unique_ptr<ModelWeights>> weights = ModelWeights::Load(o.model_dir, o.shard);
   if (!weights.ok()) return weights.status();

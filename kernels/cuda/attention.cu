@@ -165,8 +165,10 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
                                  int32_t max_context_len, int32_t num_heads, float scale,
                                  void* workspace, size_t workspace_bytes, float* out,
                                  cudaStream_t stream, int32_t partition_tokens,
-                                 GpuDecodeKernel kernel) {
-  if (!CheckCommon(q, kv, tables, num_heads, scale, out)) return cudaErrorInvalidValue;
+                                 GpuDecodeKernel kernel, int32_t sliding_window) {
+  if (!CheckCommon(q, kv, tables, num_heads, scale, out) || sliding_window < 0) {
+    return cudaErrorInvalidValue;
+  }
   const int32_t num_seqs = tables.num_seqs;
   if (num_seqs > 0 && context_lens == nullptr) return cudaErrorInvalidValue;
   if (max_context_len < 0 ||
@@ -190,6 +192,7 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
   if (num_seqs == 0) return cudaSuccess;
 
   AttnParams p = BaseParams(q, kv, tables, context_lens, num_heads, scale, out);
+  p.sliding_window = sliding_window;
   const bool tensor_cores = DecodeOnTensorCores(kernel, kv.dtype, p.group);
   p.rows_per_cta = DecodeRowsPerCta(tensor_cores, p.group);
   p.row_chunks = static_cast<int32_t>(CeilDiv(p.group, p.rows_per_cta));
@@ -199,16 +202,22 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
   const int32_t heads_per_thread = p.rows_per_cta > p.head_warps ? 2 : 1;
   if (int64_t{p.num_kv_heads} * p.row_chunks > INT32_MAX) return cudaErrorInvalidValue;
 
+  // Positions a sequence reads: under a window at most its last
+  // sliding_window ones, from the start of the block holding the first.
+  const int32_t read_len =
+      sliding_window > 0 ? std::min(max_context_len, sliding_window + kv.block_size - 1)
+                         : max_context_len;
   const int32_t slice =
       partition_tokens == 0
-          ? ChooseDecodePartition(num_seqs, num_heads, kv.num_kv_heads, max_context_len, 0,
+          ? ChooseDecodePartition(num_seqs, num_heads, kv.num_kv_heads, read_len, 0,
                                   CurrentDeviceSms(), kv.dtype, kernel)
           : partition_tokens;
-  const int64_t parts = slice > 0 ? std::max<int64_t>(1, CeilDiv(max_context_len, slice)) : 1;
+  const int64_t parts = slice > 0 ? std::max<int64_t>(1, CeilDiv(read_len, slice)) : 1;
   if (parts > 65535) return cudaErrorInvalidValue;
   if (parts > 1) {
-    // The slice may exceed what the caller sized for only if it is larger,
-    // i.e. fewer parts: the layout below fits in `needed`.
+    // The slice may differ from what the caller sized for only if it is
+    // larger, and read_len <= max_context_len: fewer parts, so the layout
+    // below fits in `needed`.
     const int64_t rows = int64_t{num_seqs} * num_heads * parts;
     p.partition_tokens = slice;
     p.max_parts = static_cast<int32_t>(parts);
@@ -229,8 +238,10 @@ cudaError_t PagedAttentionPrefill(const float* q, const GpuPagedKvLayer& kv,
                                   const BlockTables& tables, const int32_t* query_start,
                                   const int32_t* context_lens, int32_t num_seqs,
                                   int32_t max_query_len, int32_t num_heads, float scale,
-                                  float* out, cudaStream_t stream) {
-  if (!CheckCommon(q, kv, tables, num_heads, scale, out)) return cudaErrorInvalidValue;
+                                  float* out, cudaStream_t stream, int32_t sliding_window) {
+  if (!CheckCommon(q, kv, tables, num_heads, scale, out) || sliding_window < 0) {
+    return cudaErrorInvalidValue;
+  }
   if (num_seqs < 0 || num_seqs > tables.num_seqs || max_query_len < 0) {
     return cudaErrorInvalidValue;
   }
@@ -240,6 +251,7 @@ cudaError_t PagedAttentionPrefill(const float* q, const GpuPagedKvLayer& kv,
   if (num_seqs == 0 || max_query_len == 0) return cudaSuccess;
   AttnParams p = BaseParams(q, kv, tables, context_lens, num_heads, scale, out);
   p.query_start = query_start;
+  p.sliding_window = sliding_window;
   if (int64_t{max_query_len} * p.group > INT32_MAX) return cudaErrorInvalidValue;
   if (kv.dtype == CacheDtype::kFloat32) {
     p.rows_per_cta = 8;  // 4 head warps x 2 rows

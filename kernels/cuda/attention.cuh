@@ -20,6 +20,12 @@
 // kernels require. Table entries past a sequence's last used block are never
 // read (any value, e.g. -1), nor are cache slots at positions >= its context.
 //
+// Sliding-window attention (Mistral, Qwen2), as in the CPU kernels:
+// sliding_window W > 0 lets a query at position i see positions
+// max(0, i - W + 1) .. i only; 0 means the whole causal context. Blocks that
+// lie wholly before every query's window are never read (their table entries
+// may hold anything).
+//
 // Thread-safety: the functions keep no state but a per-device SM-count cache
 // (atomics); calls on disjoint outputs may run concurrently. Outputs must not
 // alias inputs, and one workspace must not serve two decodes in flight at
@@ -95,19 +101,24 @@ int32_t ChooseDecodePartition(int32_t num_seqs, int32_t num_heads, int32_t num_k
 // PagedAttentionDecodeWorkspaceBytes(num_seqs, num_heads, kv.head_dim,
 // max_context_len, partition_tokens) bytes (may be null when that is 0).
 // Returns cudaErrorInvalidValue (nothing enqueued) when the workspace is too
-// small or an argument is bad (kTensorCores with an fp32 cache included).
+// small or an argument is bad (kTensorCores with an fp32 cache, or a
+// negative sliding_window, included). With a window the slices cut only the
+// positions read (at most W + block_size - 1), so the workspace sized for
+// max_context_len is an upper bound.
 // REQUIRES: ValidateBlockTables(tables, context_lens, ...) on the host copy.
 cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
                                  const BlockTables& tables, const int32_t* context_lens,
                                  int32_t max_context_len, int32_t num_heads, float scale,
                                  void* workspace, size_t workspace_bytes, float* out,
                                  cudaStream_t stream, int32_t partition_tokens = 0,
-                                 GpuDecodeKernel kernel = GpuDecodeKernel::kAuto);
+                                 GpuDecodeKernel kernel = GpuDecodeKernel::kAuto,
+                                 int32_t sliding_window = 0);
 
 // Prefill chunks / mixed batches, same semantics as cpu::PagedAttentionPrefill:
 // rows [query_start[s], query_start[s+1]) of q/out are sequence s's queries
 // at positions context_lens[s] - query_len + i, causal over the cache
-// (earlier context from the cache: chunked prefill, prefix hits). A decode
+// (earlier context from the cache: chunked prefill, prefix hits) and limited
+// to the last sliding_window positions when that is > 0. A decode
 // is a query of length 1. Rows outside every sequence's range are not
 // touched. query_start (num_seqs + 1 entries), context_lens: device.
 // max_query_len: host value, >= every query length (sizes the grid).
@@ -119,7 +130,7 @@ cudaError_t PagedAttentionPrefill(const float* q, const GpuPagedKvLayer& kv,
                                   const BlockTables& tables, const int32_t* query_start,
                                   const int32_t* context_lens, int32_t num_seqs,
                                   int32_t max_query_len, int32_t num_heads, float scale,
-                                  float* out, cudaStream_t stream);
+                                  float* out, cudaStream_t stream, int32_t sliding_window = 0);
 
 }  // namespace folio::kernels::gpu
 

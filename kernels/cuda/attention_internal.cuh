@@ -39,6 +39,9 @@ struct AttnParams {
   int32_t group = 0;           // num_heads / num_kv_heads
   int32_t block_shift = 0;     // log2(block_size)
   float scale_log2 = 0.0f;     // softmax scale * log2(e)
+  // > 0: a query at position i sees only positions (i - sliding_window, i]
+  // (WindowStart); 0: the whole causal context.
+  int32_t sliding_window = 0;
 
   // SIMT kernel only. Query rows per CTA and how its 4 warps split them:
   // head_warps (1, 2 or 4) warps take different rows, token_warps = 4 /
@@ -57,6 +60,28 @@ struct AttnParams {
   float* part_max = nullptr;
   float* part_sum = nullptr;
 };
+
+#if defined(__CUDACC__)
+#define FOLIO_HOST_DEVICE __host__ __device__
+#else
+#define FOLIO_HOST_DEVICE
+#endif
+
+// The first position a query at `pos` sees: pos - window + 1 (not below 0)
+// under a sliding window, else 0. The twin of the CPU kernels' FirstVisible.
+FOLIO_HOST_DEVICE inline int32_t WindowStart(int32_t pos, int32_t window) {
+  const int32_t first = pos - window + 1;
+  return window > 0 && first > 0 ? first : 0;
+}
+
+// Where a decode over a context of len positions starts reading K/V: the
+// block holding its first visible position. Block-aligned, so the decode's
+// slices and tiles start on block boundaries and never touch a block that
+// lies wholly before the window; the few positions of that block before the
+// window are read but masked.
+FOLIO_HOST_DEVICE inline int32_t DecodeStart(int32_t len, int32_t window, int32_t block_shift) {
+  return (WindowStart(len - 1, window) >> block_shift) << block_shift;
+}
 
 // SIMT (CUDA-core) path: decode for every dtype, and prefill for fp32
 // caches. heads_per_thread is 1 or 2 (rows a warp owns).
@@ -135,15 +160,20 @@ __device__ __forceinline__ void CpAsyncWait() {
 }
 
 // Slice `part` of a decode over a context of len positions: positions
-// [begin, end), and how many slices the context has (1 when not partitioned).
+// [begin, end) to read, the first position the query sees (`visible`; the
+// positions of [begin, visible) are masked), and how many slices the context
+// has (1 when not partitioned). The slices cut [DecodeStart, len).
 struct DecodeSlice {
-  int begin, end, parts;
+  int begin, end, visible, parts;
 };
 __device__ __forceinline__ DecodeSlice SliceOf(const AttnParams& p, int len, int part) {
-  if (p.partition_tokens <= 0) return {0, len, 1};
-  const int parts = min(p.max_parts, max(1, (len + p.partition_tokens - 1) / p.partition_tokens));
-  const int begin = part * p.partition_tokens;
-  return {begin, min(len, begin + p.partition_tokens), parts};
+  const int visible = WindowStart(len - 1, p.sliding_window);
+  const int start = DecodeStart(len, p.sliding_window, p.block_shift);
+  if (p.partition_tokens <= 0) return {start, len, visible, 1};
+  const int parts =
+      min(p.max_parts, max(1, (len - start + p.partition_tokens - 1) / p.partition_tokens));
+  const int begin = start + part * p.partition_tokens;
+  return {begin, min(len, begin + p.partition_tokens), visible, parts};
 }
 #endif  // __CUDACC__
 

@@ -8,7 +8,8 @@
 // tile is converted once to the cache type (pre-scaled by scale * log2 e)
 // in shared memory; K/V tiles of 32 positions are double-buffered with
 // cp.async. Per tile a warp computes S = Q K^T (16 x 32, fp32), masks
-// positions past each row's causal limit, updates the online softmax in
+// positions past each row's causal limit (and before its sliding window, if
+// any), updates the online softmax in
 // registers (row max/sum shared by the 4 lanes of a quad), rounds P to the
 // cache type and accumulates O += P V with V fragments from ldmatrix.trans.
 //
@@ -58,6 +59,8 @@ __global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p)
   if (r0 >= rows_total) return;  // whole CTA, before any barrier
   const int nrows = min(kBM, rows_total - r0);
   const int end = past + (r0 + nrows - 1) / p.group + 1;  // keys the last row sees
+  // The first key the first row sees (its window's start; 0 without one).
+  const int begin = WindowStart(past + r0 / p.group, p.sliding_window);
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -67,13 +70,13 @@ __global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p)
 
   const int32_t* table = p.block_tables + int64_t{s} * p.max_blocks_per_seq;
   const int64_t head_off = int64_t{kvh} * (HD << p.block_shift);
-  const int ntiles = (end + kBN - 1) / kBN;
+  const int ntiles = (end - begin + kBN - 1) / kBN;
   auto block_of = [&](int pos) { return __ldg(table + (pos >> p.block_shift)); };
   auto load = [&](T* stage, int p0) {
     LoadKvRows<T, HD, kBN, C::kStride, kThreads>(stage, stage + C::kKVElems, p, block_of,
                                                  head_off, p0, end, tid);
   };
-  load(kv_s, 0);
+  load(kv_s, begin);
   CpAsyncCommit();
 
   // Q tile -> cache type, scaled; padding rows are zeros. Overlaps tile 0.
@@ -92,26 +95,30 @@ __global__ void __launch_bounds__(kThreads) MmaPrefillKernel(const AttnParams p)
     *reinterpret_cast<uint2*>(q_s + row * C::kStride + c4 * 4) = packed;
   }
 
-  // This thread's two rows: warp * 16 + g and + 8.
-  int limit[2];
+  // This thread's two rows (warp * 16 + g and + 8) see positions
+  // [first, limit]; limit -1 is a padding row.
+  int first[2], limit[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = warp * 16 + g + 8 * r;
     limit[r] = row < nrows ? past + (r0 + row) / p.group : -1;
+    first[r] = WindowStart(limit[r], p.sliding_window);
   }
   WarpRows<T, HD> w;
   w.Init();
   const T* qw = q_s + (warp * 16 + g) * C::kStride + 2 * t;  // A fragment base
   for (int it = 0; it < ntiles; ++it) {
-    if (it + 1 < ntiles) load(kv_s + ((it + 1) & 1) * 2 * C::kKVElems, (it + 1) * kBN);
+    if (it + 1 < ntiles) load(kv_s + ((it + 1) & 1) * 2 * C::kKVElems, begin + (it + 1) * kBN);
     CpAsyncCommit();
     CpAsyncWait<1>();  // tile it landed (this thread's copies)...
     __syncthreads();   // ...and everyone's; the q tile too
     const T* ks = kv_s + (it & 1) * 2 * C::kKVElems;
-    const int k0 = it * kBN;
-    // Causal: row r sees positions up to its own.
-    w.template Attend<kBN, C::kStride>(qw, ks, ks + C::kKVElems, lane,
-                                       [&](int col, int r) { return k0 + col > limit[r]; });
+    const int k0 = begin + it * kBN;
+    // Causal: row r sees positions up to its own (and, with a window, only
+    // the last sliding_window of them).
+    w.template Attend<kBN, C::kStride>(qw, ks, ks + C::kKVElems, lane, [&](int col, int r) {
+      return k0 + col > limit[r] || k0 + col < first[r];
+    });
     __syncthreads();  // this stage is refilled by the next iteration's copies
   }
 

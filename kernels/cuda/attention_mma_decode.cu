@@ -73,6 +73,7 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
   if (part >= slice.parts) return;  // whole CTA, before any barrier
   const int begin = slice.begin;
   const int end = slice.end;
+  const int visible = slice.visible;  // positions before it (window) are masked
   const int parts = slice.parts;
 
   const int tid = threadIdx.x;
@@ -84,8 +85,8 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
   const int32_t* table = p.block_tables + int64_t{s} * p.max_blocks_per_seq;
   const int64_t head_off = int64_t{kvh} * (HD << p.block_shift);
   const int ntiles = (end - begin + kStageKeys - 1) / kStageKeys;
-  // Tiles start on block boundaries (begin is a multiple of the slice, which
-  // is of the block size), so tile `tile` spans table entries
+  // Tiles start on block boundaries (begin is DecodeStart plus a multiple of
+  // the slice, both multiples of the block size), so tile `tile` spans entries
   // first_id + tile * stage_blocks + [0, stage_blocks).
   const int stage_blocks = kStageKeys >> p.block_shift;
   const int first_id = begin >> p.block_shift;
@@ -148,11 +149,14 @@ __global__ void __launch_bounds__(kThreads) MmaDecodeKernel(const AttnParams p) 
     next_id = fetch_id(fill + 1);  // in flight during this stage's compute
 
     const int k0 = begin + it * kStageKeys + warp * kWarpKeys;
-    if (k0 >= end) continue;  // warp-uniform; the next barrier is at the loop top
+    // Nothing to see (warp-uniform); the next barrier is at the loop top.
+    if (k0 >= end || k0 + kWarpKeys <= visible) continue;
     const T* ks = kv_s + (it % C::kStages) * 2 * C::kKVElems + warp * kWarpKeys * C::kStride;
-    // Positions past the end are zero-filled K: masked.
-    w.template Attend<kWarpKeys, C::kStride>(qw, ks, ks + C::kKVElems, lane,
-                                             [&](int col, int) { return k0 + col >= end; });
+    // Positions past the end are zero-filled K, those before `visible` lie
+    // outside the window: both masked.
+    w.template Attend<kWarpKeys, C::kStride>(qw, ks, ks + C::kKVElems, lane, [&](int col, int) {
+      return k0 + col >= end || k0 + col < visible;
+    });
   }
 
   // Merge the four warps' states. The pipeline memory is free once every

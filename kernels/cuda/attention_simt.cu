@@ -95,7 +95,8 @@ struct Cfg {
 
 // Per-thread state of the rows a thread works on: its 16 dims of each row's
 // (pre-scaled) query and accumulator, the running max / sum of its lane
-// group, and the last position each row may attend to (-1: padding row).
+// group, and the positions each row may attend to: [first, limit] (limit
+// -1: padding row).
 template <typename T, int HD, int HPT>
 struct SimtRows {
   using C = Cfg<T, HD>;
@@ -103,6 +104,7 @@ struct SimtRows {
   float acc[HPT][C::kDT];
   float m[HPT];
   float l[HPT];
+  int32_t first[HPT];
   int32_t limit[HPT];
   int64_t q_off[HPT];  // element offset of the row in q / out
 
@@ -174,7 +176,7 @@ __device__ __forceinline__ void LoadTile(T* stage, const T* __restrict__ k,
 }
 
 // Attends the thread's rows to positions [begin, end) of (sequence s, KV
-// head kvh), then merges the states of all lane groups and warps. On return
+// head kvh), each row to those in its [first, limit], then merges the states of all lane groups and warps. On return
 // the lanes with token group 0 (warps tw == 0, lanes tl == 0) hold the final
 // state of their rows. Every thread of the CTA must call it.
 template <typename T, int HD, int HPT>
@@ -247,7 +249,7 @@ __device__ __forceinline__ void AttendSimt(SimtRows<T, HD, HPT>& r, const AttnPa
           for (int e = 0; e < C::kDT; ++e) d = fmaf(r.q[h][e], kx[e], d);
 #pragma unroll
           for (int off = C::kDX / 2; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
-          if (pos < end && pos <= r.limit[h]) sc[h][j] = d;
+          if (pos < end && pos <= r.limit[h] && pos >= r.first[h]) sc[h][j] = d;
         }
       }
     }
@@ -380,6 +382,7 @@ __global__ void __launch_bounds__(kThreads, MinCtasPerSm(HPT)) SimtDecodeKernel(
   for (int h = 0; h < HPT; ++h) {
     const int lr = hw + h * p.head_warps;
     const int head = kvh * p.group + first + lr;
+    r.first[h] = slice.visible;
     r.limit[h] = lr < nrows ? len - 1 : -1;
     r.q_off[h] = (int64_t{s} * p.num_heads + (lr < nrows ? head : 0)) * HD;
   }
@@ -452,6 +455,7 @@ __global__ void __launch_bounds__(kThreads, MinCtasPerSm(2)) SimtPrefillKernel(c
   if (r0 >= rows_total) return;
   const int nrows = min(p.rows_per_cta, rows_total - r0);
   const int end = past + (r0 + nrows - 1) / p.group + 1;  // keys of the last row
+  const int begin = WindowStart(past + r0 / p.group, p.sliding_window);  // of the first row
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -465,10 +469,11 @@ __global__ void __launch_bounds__(kThreads, MinCtasPerSm(2)) SimtPrefillKernel(c
     const int i = row / p.group;
     const int j = row % p.group;
     r.limit[h] = lr < nrows ? past + i : -1;
+    r.first[h] = WindowStart(past + i, p.sliding_window);
     r.q_off[h] = lr < nrows ? ((int64_t{qs} + i) * p.num_heads + kvh * p.group + j) * HD : 0;
   }
   r.LoadQuery(p.q, p.scale_log2, dx);
-  AttendSimt<float, HD, HPT>(r, p, s, kvh, 0, end, p.head_warps, smem);
+  AttendSimt<float, HD, HPT>(r, p, s, kvh, begin, end, p.head_warps, smem);
 
   if (warp >= p.head_warps || lane >= C::kDX) return;
 #pragma unroll

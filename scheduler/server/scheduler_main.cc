@@ -275,24 +275,7 @@ int Run(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::LoadFromDirectory(s.model);
   if (!tokenizer.ok()) return fail(tokenizer.status());
   const bool on_cuda = s.device.rfind("cuda", 0) == 0;
-  // The CUDA kernels have no sliding window yet: a windowed model is served
-  // there only up to its window (the workers refuse longer).
-  int32_t model_max_len = model->max_position_embeddings;
-  const int32_t window = model->SmallestAttentionWindow();
-  if (on_cuda && window > 0) {
-    if (s.max_model_len > window) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          "--max-model-len ", s.max_model_len, ": the model uses sliding-window attention (window ",
-          window, "), which --device cuda does not implement yet; use at most ", window)));
-    }
-    if (model_max_len > window) {
-      std::fprintf(stderr,
-                   "folio-scheduler: max_model_len capped at the model's sliding window %d "
-                   "(not implemented on --device cuda yet; the model allows %d)\n",
-                   window, model_max_len);
-      model_max_len = window;
-    }
-  }
+  const int32_t model_max_len = model->max_position_embeddings;
   absl::StatusOr<PreemptionMode> preemption = ParsePreemptionMode(s.preemption_mode);
   if (!preemption.ok()) return fail(preemption.status());
   absl::StatusOr<SchedulingPolicy> policy = ParseSchedulingPolicy(s.scheduling_policy);

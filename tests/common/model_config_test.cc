@@ -150,14 +150,13 @@ TEST(ModelConfigTest, SlidingWindowLayers) {
   ModelConfig m = MustParse(kMistral);
   EXPECT_EQ(m.AttentionWindow(0), 4096);
   EXPECT_EQ(m.AttentionWindow(m.num_layers - 1), 4096);
-  EXPECT_EQ(m.SmallestAttentionWindow(), 4096);
   json j = json::parse(kMistral);
   j.erase("sliding_window");  // absent: transformers' default
   EXPECT_EQ(MustParse(j.dump()).sliding_window, 4096);
 
   // Qwen2 (24 layers): from max_window_layers (21) on; none when off.
   EXPECT_EQ(MustParse(kQwen2).AttentionWindow(23), 0);
-  EXPECT_EQ(MustParse(kQwen2).SmallestAttentionWindow(), 0);
+  EXPECT_EQ(MustParse(kQwen2).AttentionWindow(0), 0);
   json q = json::parse(kQwen2);
   q["use_sliding_window"] = true;
   q["sliding_window"] = 64;
@@ -166,9 +165,8 @@ TEST(ModelConfigTest, SlidingWindowLayers) {
   EXPECT_EQ(c.AttentionWindow(21), 64);
   EXPECT_EQ(c.AttentionWindow(23), 64);
   EXPECT_EQ(c.AttentionWindow(24), 0);  // no such layer
-  EXPECT_EQ(c.SmallestAttentionWindow(), 64);
   q["max_window_layers"] = 24;  // no layer left
-  EXPECT_EQ(MustParse(q.dump()).SmallestAttentionWindow(), 0);
+  EXPECT_EQ(MustParse(q.dump()).AttentionWindow(23), 0);
 
   // An explicit layer_types list decides instead.
   std::vector<std::string> types(24, "full_attention");

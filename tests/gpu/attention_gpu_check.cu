@@ -7,6 +7,9 @@
 // cache type. Block ids are shuffled; slots past each context and spare
 // blocks hold NaN and table entries past a sequence's last block are -1, so
 // a kernel reading what it must not produces NaN (or faults) and fails.
+// Sliding-window cases also fill with NaN every block that lies wholly
+// before all of a sequence's queries' windows (the kernels must not read
+// them: the scheduler may one day free them).
 // Prints one PASS/FAIL line per case, then a summary.
 // Exit: 0 all passed, 1 any failure, 77 no CUDA device (ctest: skipped).
 #include <cuda_runtime_api.h>
@@ -56,6 +59,7 @@ struct Case {
   int32_t partition_tokens = 0;     // decode only
   gpu::GpuDecodeKernel kernel = gpu::GpuDecodeKernel::kAuto;  // decode only
   float score_mult = 1.0f;          // scale = score_mult / sqrt(head_dim)
+  int32_t sliding_window = 0;       // > 0: each query sees its last this many positions
   uint32_t seed = 1;
 
   bool prefill() const { return !query_lens.empty(); }
@@ -70,6 +74,7 @@ struct Case {
     if (!prefill()) s += " part=" + std::to_string(partition_tokens);
     if (kernel == gpu::GpuDecodeKernel::kSimt) s += " simt";
     if (kernel == gpu::GpuDecodeKernel::kTensorCores) s += " mma";
+    if (sliding_window > 0) s += " win=" + std::to_string(sliding_window);
     s += " ctx";
     if (prefill()) s += ":q";
     const int32_t shown = std::min(num_seqs(), 6);
@@ -162,6 +167,20 @@ void RunCase(const Case& c) {
       }
     }
   }
+  // Blocks wholly before the window of the sequence's first query: NaN.
+  if (c.sliding_window > 0) {
+    for (int32_t s = 0; s < n; ++s) {
+      const int32_t first_query = c.context_lens[s] - (c.prefill() ? c.query_lens[s] : 1);
+      const int32_t visible = std::max(0, first_query - c.sliding_window + 1);
+      for (int32_t b = 0; (b + 1) * bs <= visible; ++b) {
+        const int64_t begin = CacheIndex(shape, table[int64_t{s} * max_blocks + b], 0, 0, 0);
+        for (int64_t i = begin; i < begin + BlockElems(shape); ++i) {
+          k_pool[i] = v_pool[i] = FromFloat<T>(kNaN);
+          k_twin[i] = v_twin[i] = kNaN;
+        }
+      }
+    }
+  }
   // Queries. Prefill rows start at an offset and leave 2 rows after the
   // last sequence: rows outside every sequence must stay untouched.
   const int64_t row_elems = int64_t{c.num_heads()} * hd;
@@ -193,10 +212,11 @@ void RunCase(const Case& c) {
   std::vector<float> want(q.size(), kNaN);
   if (c.prefill()) {
     cpu::PagedAttentionPrefill(q.data(), twin, host_tables, query_start.data(),
-                               c.context_lens.data(), c.num_heads(), scale, want.data());
+                               c.context_lens.data(), c.num_heads(), scale, want.data(),
+                               c.sliding_window);
   } else {
     cpu::PagedAttentionDecode(q.data(), twin, host_tables, c.context_lens.data(), c.num_heads(),
-                              scale, want.data());
+                              scale, want.data(), c.sliding_window);
   }
 
   // GPU.
@@ -217,7 +237,8 @@ void RunCase(const Case& c) {
     CHECK_CUDA(dqs.AllocAndUpload(query_start));
     const int32_t max_q = *std::max_element(c.query_lens.begin(), c.query_lens.end());
     CHECK_CUDA(gpu::PagedAttentionPrefill(dq.data(), kv, dev_tables, dqs.data(), dctx.data(), n,
-                                          max_q, c.num_heads(), scale, dout.data(), nullptr));
+                                          max_q, c.num_heads(), scale, dout.data(), nullptr,
+                                          c.sliding_window));
   } else {
     const int32_t max_ctx = *std::max_element(c.context_lens.begin(), c.context_lens.end());
     const size_t ws_bytes = gpu::PagedAttentionDecodeWorkspaceBytes(
@@ -229,8 +250,11 @@ void RunCase(const Case& c) {
     }
     CHECK_CUDA(gpu::PagedAttentionDecode(dq.data(), kv, dev_tables, dctx.data(), max_ctx,
                                          c.num_heads(), scale, ws, ws_bytes, dout.data(), nullptr,
-                                         c.partition_tokens, c.kernel));
-    const int32_t slice = gpu::ChooseDecodePartition(n, c.num_heads(), c.num_kv_heads, max_ctx,
+                                         c.partition_tokens, c.kernel, c.sliding_window));
+    // What the decode slices under a window: the positions it reads.
+    const int32_t read_len =
+        c.sliding_window > 0 ? std::min(max_ctx, c.sliding_window + bs - 1) : max_ctx;
+    const int32_t slice = gpu::ChooseDecodePartition(n, c.num_heads(), c.num_kv_heads, read_len,
                                                      c.partition_tokens, g_sms, c.dtype, c.kernel);
     detail += "slice=" + std::to_string(slice) + " ";
   }
@@ -325,10 +349,59 @@ void CheckInvalidArgs() {
                                         nullptr) == cudaErrorInvalidValue;
   ok = ok && gpu::PagedAttentionPrefill(dummy, kv, tables, ids, ids, 3, 4, 4, 0.1f, dummy,
                                         nullptr) == cudaErrorInvalidValue;  // > tables.num_seqs
+  ok = ok && gpu::PagedAttentionDecode(dummy, kv, tables, ids, 64, 4, 0.1f, nullptr, 0, dummy,
+                                       nullptr, -1, gpu::GpuDecodeKernel::kAuto, -1) ==
+                 cudaErrorInvalidValue;  // negative sliding_window
+  ok = ok && gpu::PagedAttentionPrefill(dummy, kv, tables, ids, ids, 2, 4, 4, 0.1f, dummy,
+                                        nullptr, -1) == cudaErrorInvalidValue;
   // Nothing enqueued must mean nothing went wrong on the device either.
   ok = ok && cudaDeviceSynchronize() == cudaSuccess;
   cudaFree(dummy);
   Report(name, ok, "");
+}
+
+// Sliding windows (Mistral, Qwen2): windows of 1 position, just under and
+// over a block, odd sizes and 1000, over contexts shorter and longer than
+// them, on both decode kernels (whole, auto-split, forced slices) and both
+// prefill paths (chunks straddling the window's edge, whole prompts).
+void CheckSlidingWindows(std::mt19937& rng, uint32_t& seed) {
+  for (CacheDtype dtype : {CacheDtype::kFloat32, CacheDtype::kBFloat16, CacheDtype::kFloat16}) {
+    for (int32_t hd : {64, 128, 256}) {
+      const int32_t bs = hd == 64 ? 8 : hd == 128 ? 16 : 32;
+      for (int32_t window : {1, bs - 1, bs + 3, 37, 1000}) {
+        const Heads h = kHeads[(seed * 7) % std::size(kHeads)];
+        Case c;
+        c.dtype = dtype;
+        c.head_dim = hd;
+        c.block_size = bs;
+        c.num_kv_heads = h.kv;
+        c.group = h.group;
+        c.sliding_window = window;
+        c.score_mult = (seed % 2) ? 1.0f : 6.0f;
+        c.context_lens = {1, window, window + 1, std::uniform_int_distribution<int32_t>(
+                                                    window + 2, window + 3 * bs + 9)(rng),
+                          std::uniform_int_distribution<int32_t>(1000, 2600)(rng)};
+        c.seed = seed++;
+        Run(c);
+        c.partition_tokens = 2 * bs;
+        Run(c);
+        c.partition_tokens = -1;
+        Run(c);
+        if (dtype != CacheDtype::kFloat32) {
+          c.partition_tokens = 0;
+          c.kernel = c.group >= 2 ? gpu::GpuDecodeKernel::kSimt : gpu::GpuDecodeKernel::kTensorCores;
+          Run(c);
+        }
+        Case pc = c;
+        pc.kernel = gpu::GpuDecodeKernel::kAuto;
+        pc.partition_tokens = 0;
+        pc.context_lens = {700, 90, 5, window + 40, 1200};
+        pc.query_lens = {150, 90, 1, 41, 1};
+        pc.seed = seed++;
+        Run(pc);
+      }
+    }
+  }
 }
 
 int Main() {
@@ -430,6 +503,7 @@ int Main() {
       }
     }
   }
+  CheckSlidingWindows(rng, seed);
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   char took[32];

@@ -122,6 +122,25 @@ class Safetensors {
   size_t data_ = 0;
 };
 
+// DemoConfig::layer_windows (after num_layers). Throws on a bad type.
+void ParseWindows(const json& j, DemoConfig* c) {
+  c->layer_windows.assign(c->num_layers, 0);
+  const std::string type = j.value("model_type", std::string());
+  const bool qwen2 = type == "qwen2";
+  if (type != "mistral" && !(qwen2 && j.value("use_sliding_window", false))) return;
+  if (j.contains("sliding_window") && j.at("sliding_window").is_null()) return;
+  const int32_t window = j.value("sliding_window", 4096);
+  for (int32_t layer = 0; layer < c->num_layers; ++layer) {
+    bool windowed = true;
+    if (qwen2 && j.contains("layer_types")) {
+      windowed = j.at("layer_types").at(layer).get<std::string>() == "sliding_attention";
+    } else if (qwen2) {
+      windowed = layer >= j.value("max_window_layers", 28);
+    }
+    if (windowed) c->layer_windows[layer] = window;
+  }
+}
+
 bool ParseConfig(const std::string& text, DemoConfig* c, std::string* error) {
   try {
     const json j = json::parse(text);
@@ -155,6 +174,7 @@ bool ParseConfig(const std::string& text, DemoConfig* c, std::string* error) {
           rs.value("original_max_position_embeddings", s.original_max_position_embeddings);
       c->rope_scaling = s;
     }
+    ParseWindows(j, c);
   } catch (const std::exception& e) {
     *error = std::string("config.json: ") + e.what();
     return false;
@@ -223,9 +243,11 @@ gpu::HostModel DemoModel::View() const {
   h.embed = embed;
   h.final_norm = final_norm;
   h.lm_head = lm_head;
-  for (const DemoLayer& L : layers) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const DemoLayer& L = layers[i];
     h.layers.push_back(gpu::HostLayer{L.input_norm, L.qkv, L.qkv_bias, L.o_proj,
-                                      L.post_attention_norm, L.gate_up, L.down_proj});
+                                      L.post_attention_norm, L.gate_up, L.down_proj,
+                                      c.layer_windows.empty() ? 0 : c.layer_windows[i]});
   }
   return h;
 }

@@ -3,7 +3,8 @@
 // worker/model_weights.h, for the GPU checks in kernels-only builds (which
 // lack abseil and so cannot use ModelWeights). Fused tensors are built by
 // concatenation: qkv = [q; k; v] rows, gate_up = [gate; up] rows.
-// Weights may be stored as BF16, F16 or F32. One safetensors file only (no
+// Weights may be stored as BF16, F16 or F32. Sliding windows as in
+// common/model_config.h. One safetensors file only (no
 // sharded index); no tensor parallelism.
 //
 // Thread-compatible.
@@ -27,6 +28,12 @@ struct DemoConfig {
   std::optional<kernels::cpu::Llama3RopeScaling> rope_scaling;
   bool tied_embeddings = false;
   bool qkv_bias = false;
+  // Each layer's attention window (0: none), by transformers' rules as in
+  // common/model_config.cc: Mistral's `sliding_window` on every layer;
+  // Qwen2's only with `use_sliding_window`, on the layers `layer_types`
+  // marks or else those from `max_window_layers` (default 28) on. A missing
+  // `sliding_window` means 4096, null none.
+  std::vector<int32_t> layer_windows;
 };
 
 struct DemoLayer {

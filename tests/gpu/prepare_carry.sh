@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Copies the header-only pieces the kernels-only build needs beyond CUDA and
 # the C++ standard library (nlohmann-json, for demo_model_gpu_check) into
-# .gpu-carry/include, and keeps that folder out of git (.git/info/exclude).
-# Run it where the Debian package nlohmann-json3-dev is installed, then send
-# .gpu-carry along to the GPU machine (the device tool's `carry`); run.sh
-# finds it there.
+# .gpu-carry/include, writes the sliding-window test models (random weights,
+# torch references: tools/make_random_model.py) into .gpu-carry/models, and
+# keeps that folder out of git (.git/info/exclude).
+# Run it where the Debian packages nlohmann-json3-dev and python3-torch are
+# installed, then send .gpu-carry along to the GPU machine (the device tool's
+# `carry`); run.sh finds it there and runs demo_model_gpu_check on each model.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$ROOT/tests/gpu/gpu_carry.sh"
@@ -16,5 +18,20 @@ fi
 mkdir -p "$ROOT/.gpu-carry/include"
 rm -rf "$ROOT/.gpu-carry/include/nlohmann"
 cp -r "$SRC" "$ROOT/.gpu-carry/include/nlohmann"
+
+# Windowed models the CUDA kernels must reproduce: head_dim 64, GQA 2, windows
+# that start mid-block (the check uses 16-token blocks), prompts and outputs
+# that outgrow them. f32 weights: the check's fp32 pass must match exactly.
+PY="${FOLIO_TORCH_PYTHON:-/usr/bin/python3}"
+MODELS="$ROOT/.gpu-carry/models"
+rm -rf "$MODELS"
+mkdir -p "$MODELS"
+common=(--hidden-size 256 --heads 4 --kv-heads 2 --layers 2 --dtype f32 --std 0.08
+        --reference 4 --reference-tokens 24)
+"$PY" "$ROOT/tools/make_random_model.py" --out "$MODELS/mistral_window" --mistral \
+  --sliding-window 7 --prompt-len 5,12,20,40 --seed 11 "${common[@]}" >/dev/null
+"$PY" "$ROOT/tools/make_random_model.py" --out "$MODELS/qwen2_window" --qwen2 \
+  --sliding-window 19 --max-window-layers 1 --prompt-len 3,18,30,50 --seed 12 \
+  "${common[@]}" >/dev/null
 exclude_gpu_carry
 du -sh "$ROOT/.gpu-carry"

@@ -88,6 +88,21 @@ for check in "${checks[@]}"; do
   esac
 done
 
+# The sliding-window models tests/gpu/prepare_carry.sh wrote, each against its
+# torch reference.
+for dir in "$ROOT"/.gpu-carry/models/*/; do
+  [[ -f "$dir/reference.json" && -x "$BUILD_DIR/bin/demo_model_gpu_check" ]] || continue
+  name="demo_model_gpu_check[$(basename "$dir")]"
+  echo "== $name"
+  rc=0
+  timeout "${CHECK_TIMEOUT_S:-150}" "$BUILD_DIR/bin/demo_model_gpu_check" "$dir" || rc=$?
+  case $rc in
+    0) passed+=("$name") ;;
+    77) skipped+=("$name") ;;
+    *) failed+=("$name (exit $rc)") ;;
+  esac
+done
+
 echo "== summary: ${#passed[@]} passed, ${#failed[@]} failed, ${#skipped[@]} skipped"
 for f in "${failed[@]}"; do echo "FAILED: $f"; done
 for s in "${skipped[@]}"; do echo "SKIPPED: $s"; done

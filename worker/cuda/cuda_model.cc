@@ -133,6 +133,7 @@ CudaStatus CudaModelRunner::Upload(const HostModel& m) {
     FOLIO_RETURN_IF_NOT_OK(UploadMatrix(h.o_proj, &L.o_proj));
     FOLIO_RETURN_IF_NOT_OK(UploadMatrix(h.gate_up, &L.gate_up));
     FOLIO_RETURN_IF_NOT_OK(UploadMatrix(h.down_proj, &L.down_proj));
+    L.sliding_window = h.sliding_window;
   }
   // The CPU runner's RoPE table, computed once on the host and copied.
   const kernels::cpu::RotaryEmbedding rope(m.head_dim, m.rope_theta, m.rope_scaling,
@@ -426,12 +427,14 @@ CudaStatus CudaModelRunner::Attention(int32_t layer, const CudaForwardBatch& b,
     FOLIO_CUDA_RETURN_IF_ERROR(
         kg::PagedAttentionDecode(q_.data(), kv, tables, context_lens, max_context_len, heads,
                                  scale, decode_workspace_.data(), decode_workspace_.size(),
-                                 attn_.data(), st, options_.decode_partition_tokens),
+                                 attn_.data(), st, options_.decode_partition_tokens,
+                                 kg::GpuDecodeKernel::kAuto, layers_[layer].sliding_window),
         "PagedAttentionDecode");
   } else {
     FOLIO_CUDA_RETURN_IF_ERROR(
         kg::PagedAttentionPrefill(q_.data(), kv, tables, query_start, context_lens, s,
-                                  max_query_len, heads, scale, attn_.data(), st),
+                                  max_query_len, heads, scale, attn_.data(), st,
+                                  layers_[layer].sliding_window),
         "PagedAttentionPrefill");
   }
   FOLIO_RETURN_IF_NOT_OK(gemm_->Linear(attn_.data(), n, qw, L.o_proj.data(), d, nullptr, y));

@@ -123,6 +123,7 @@ class CudaModelRunner {
   struct DeviceLayer {
     DeviceBuffer<float> input_norm, post_attention_norm, qkv_bias;
     DeviceBuffer<uint8_t> qkv, o_proj, gate_up, down_proj;  // compute dtype
+    int32_t sliding_window = 0;                              // HostLayer's
   };
   // Where the batch's arrays sit in the packed staging buffer (bytes).
   struct StagingLayout {

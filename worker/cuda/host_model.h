@@ -29,6 +29,9 @@ struct HostLayer {
   std::span<const float> post_attention_norm;  // [hidden]
   std::span<const float> gate_up;              // [2 * intermediate][hidden]: gate, then up
   std::span<const float> down_proj;            // [hidden][intermediate]
+  // > 0: the layer's attention sees only the last this many positions
+  // (ModelConfig::AttentionWindow); 0: the whole context.
+  int32_t sliding_window = 0;
 };
 
 struct HostModel {
@@ -101,6 +104,7 @@ inline bool HostModel::Validate(std::string* error) const {
   for (size_t i = 0; i < layers.size(); ++i) {
     const HostLayer& L = layers[i];
     const std::string p = "layers[" + std::to_string(i) + "].";
+    if (L.sliding_window < 0) return fail(p + "sliding_window must be >= 0");
     if (!check(L.input_norm, d, p + "input_norm") ||
         !check(L.qkv, int64_t{qkv_width()} * d, p + "qkv") ||
         !check(L.qkv_bias, qkv_bias ? qkv_width() : 0, p + "qkv_bias") ||
