@@ -36,7 +36,9 @@ constexpr char kUsage[] =
     "fair share of this machine's cores, max(1, cores / N), so N workers do not\n"
     "oversubscribe the cores. --collectives goes to every worker (default auto: shared\n"
     "memory between the local ranks). --device cuda (a folio-scheduler flag) runs worker r\n"
-    "on cuda:r, its KV cache sized by --gpu-memory-utilization (default 0.9).\n";
+    "on cuda:r, its KV cache sized by --gpu-memory-utilization (default 0.9).\n"
+    "Without --metrics-port a process whose default metrics port is taken (a second local\n"
+    "cluster) serves without metrics; with it, a taken port stops the cluster.\n";
 
 std::string BinaryDir() {
   std::error_code ec;
@@ -88,7 +90,11 @@ int ServeMain(int argc, char** argv) {
   std::string model;
   int tp = 1;
   int worker_base_port = 50061;
-  int metrics_port = 9400;  // the scheduler's; rank r's is this + 1 + r; 0 = none
+  // The scheduler's; rank r's is this + 1 + r; 0 = none. Passed on only when
+  // given: on their default ports the daemons serve without metrics when a
+  // port is taken (a second local cluster), on an explicit one they exit.
+  int metrics_port = 9400;
+  bool metrics_port_given = false;
   int threads = 0;          // per worker; 0 = OMP_NUM_THREADS or a fair share
   std::string collectives;  // passed to every worker when set
   std::vector<std::string> scheduler_args;
@@ -112,6 +118,7 @@ int ServeMain(int argc, char** argv) {
       worker_base_port = std::atoi(value().c_str());
     } else if (a == "--metrics-port") {
       metrics_port = std::atoi(value().c_str());
+      metrics_port_given = true;
     } else if (a == "--threads") {
       threads = std::atoi(value().c_str());
       if (threads < 1) {
@@ -167,10 +174,12 @@ int ServeMain(int argc, char** argv) {
   std::fprintf(stderr, "folio serve: %d folio-worker(s), compute threads: %s\n", tp, why.c_str());
   std::vector<pid_t> workers;
   for (int r = 0; r < tp; ++r) {
-    const int worker_metrics = metrics_port > 0 ? metrics_port + 1 + r : 0;
     std::vector<std::string> worker_args = {dir + "/folio-worker", "--rank", std::to_string(r),
-                                            "--port", std::to_string(worker_base_port + r),
-                                            "--metrics-port", std::to_string(worker_metrics)};
+                                            "--port", std::to_string(worker_base_port + r)};
+    if (metrics_port_given) {
+      worker_args.push_back("--metrics-port");
+      worker_args.push_back(std::to_string(metrics_port > 0 ? metrics_port + 1 + r : 0));
+    }
     if (!collectives.empty()) {
       worker_args.push_back("--collectives");
       worker_args.push_back(collectives);
@@ -179,8 +188,11 @@ int ServeMain(int argc, char** argv) {
   }
   std::vector<std::string> args = {dir + "/folio-scheduler", "--model", model,
                                    "--tensor-parallel-size", std::to_string(tp),
-                                   "--worker-base-port", std::to_string(worker_base_port),
-                                   "--metrics-port", std::to_string(metrics_port)};
+                                   "--worker-base-port", std::to_string(worker_base_port)};
+  if (metrics_port_given) {
+    args.push_back("--metrics-port");
+    args.push_back(std::to_string(metrics_port));
+  }
   args.insert(args.end(), scheduler_args.begin(), scheduler_args.end());
   pid_t scheduler = Spawn(args, {});
 

@@ -107,11 +107,20 @@ class HealthStatus {
   std::vector<grpc::HealthCheckServiceInterface*> services_;
 };
 
-v1::DType ParseDType(const std::string& name) {
+// --dtype: what the workers can compute in on `device`. Checked before any
+// server starts, so a typo is not silently served in the default dtype.
+absl::StatusOr<v1::DType> ParseDType(const std::string& name, bool on_cuda) {
+  if (name.empty()) return v1::DTYPE_UNSPECIFIED;
   if (name == "float32" || name == "f32") return v1::DTYPE_FLOAT32;
-  if (name == "float16" || name == "f16") return v1::DTYPE_FLOAT16;
-  if (name == "bfloat16" || name == "bf16") return v1::DTYPE_BFLOAT16;
-  return v1::DTYPE_UNSPECIFIED;
+  if (name == "bfloat16" || name == "bf16") {
+    if (on_cuda) return v1::DTYPE_BFLOAT16;
+    return absl::InvalidArgumentError(
+        "--dtype bfloat16: the cpu worker computes and caches in float32 (use float32 or "
+        "leave --dtype empty, or --device cuda)");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--dtype '", name, "': expected float32", on_cuda ? " or bfloat16" : "",
+      " (empty: float32 on the cpu, bfloat16 on cuda)"));
 }
 
 // Submits a one-token request and waits for it: proof that a real forward
@@ -275,6 +284,8 @@ int Run(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::LoadFromDirectory(s.model);
   if (!tokenizer.ok()) return fail(tokenizer.status());
   const bool on_cuda = s.device.rfind("cuda", 0) == 0;
+  absl::StatusOr<v1::DType> dtype = ParseDType(s.dtype, on_cuda);
+  if (!dtype.ok()) return fail(dtype.status());
   const int32_t model_max_len = model->max_position_embeddings;
   absl::StatusOr<PreemptionMode> preemption = ParsePreemptionMode(s.preemption_mode);
   if (!preemption.ok()) return fail(preemption.status());
@@ -405,7 +416,7 @@ int Run(int argc, char** argv) {
   v1::InitializeRequest& init = wo.initialize;
   init.set_model_path(s.model);
   init.set_model_name(s.model_name);  // empty: the workers use the directory's name too
-  init.set_dtype(ParseDType(s.dtype));
+  init.set_dtype(*dtype);
   init.set_device(s.device);
   init.set_block_size(static_cast<uint32_t>(s.block_size));
   const int64_t kv_cache_mb = s.kv_cache_mb >= 0 ? s.kv_cache_mb : on_cuda ? 0 : 256;

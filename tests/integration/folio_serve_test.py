@@ -70,5 +70,53 @@ class FolioServeTest(unittest.TestCase):
         self.assertEqual(left, [])
 
 
+    def test_taken_default_metrics_port_only_costs_the_metrics(self):
+        """Without --metrics-port, `folio serve` leaves the daemons on their
+        default metrics ports, where a clash (a second local cluster) is a
+        warning: the cluster still serves."""
+        port, worker_base = free_ports(1), free_ports(1)
+        holder = socket.socket()
+        try:
+            holder.bind(("127.0.0.1", 9400))  # else something else holds it: just as good
+            holder.listen()
+        except OSError:
+            pass
+        serve = subprocess.Popen(
+            [FOLIO, "serve", "--model", DEMO, "--port", str(port),
+             "--worker-base-port", str(worker_base)],
+            stderr=subprocess.PIPE, text=True)
+        try:
+            generated = subprocess.run(
+                [FOLIO, "generate", "--address", f"127.0.0.1:{port}", "--wait-s", "120",
+                 "--temperature", "0", "--max-tokens", "4", PROMPT],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(generated.returncode, 0, generated.stderr)
+        finally:
+            serve.send_signal(signal.SIGINT)
+            _, err = serve.communicate(timeout=60)
+            holder.close()
+        self.assertEqual(serve.returncode, 0, err)
+        self.assertIn("folio-scheduler: warning: cannot serve metrics on 127.0.0.1:9400", err)
+        self.assertIn("serving without metrics", err)
+
+    def test_bad_dtype_stops_the_scheduler_before_it_listens(self):
+        scheduler = os.path.join(BIN_DIR, "folio-scheduler")
+        cases = [
+            (["--dtype", "fp16"], "--dtype 'fp16': expected float32 (empty: float32 on the cpu"),
+            (["--dtype", "float16"], "--dtype 'float16': expected float32"),
+            (["--dtype", "bfloat16"], "--dtype bfloat16: the cpu worker computes and caches in "
+                                      "float32"),
+        ]
+        for flags, message in cases:
+            with self.subTest(flags=flags):
+                proc = subprocess.run(
+                    [scheduler, "--model", DEMO, "--port", str(free_ports(1)),
+                     "--metrics-port", "0", "--workers", f"127.0.0.1:{free_ports(1)}", *flags],
+                    capture_output=True, text=True, timeout=60)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertIn(message, proc.stderr)
+                self.assertNotIn("waiting for", proc.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
