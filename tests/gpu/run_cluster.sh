@@ -7,6 +7,9 @@
 #      must stream the same text as folio run (the CPU offline engine).
 #   3. The same with the default bf16 on CUDA: the text and whether it
 #      matches are printed, not gated (bf16 rounding may change a token).
+#   4. With 2+ GPUs: step 2 at --tp 2 (NCCL all-reduce between the devices).
+#   5. Each sliding-window model tests/gpu/prepare_carry.sh wrote to
+#      .gpu-carry/models: step 2 against folio run on that model.
 # DEVICE=cpu runs the same script without a GPU (to check the script itself).
 # Exit: 0 passed, 1 failed, 77 no GPU.
 set -uo pipefail
@@ -27,19 +30,21 @@ timeout 300 "$B/cuda_worker_test" || failed+=(cuda_worker_test)
 PROMPT="Once upon a time"
 TOKENS=48
 want="$(timeout 120 "$B/folio" run --model "$MODEL" --prompt "$PROMPT" --temperature 0 \
-          --max-tokens "$TOKENS")" || failed+=("folio run")
+          --max-tokens "$TOKENS" --ignore-eos)" || failed+=("folio run")
 echo "folio run (CPU): $want"
 
 # Serves the demo model on cuda with extra scheduler flags; prints the
 # greedy text folio generate streamed.
+# MODEL_DIR (default the demo model) picks the model.
 serve_and_generate() {
   local log="$CLUSTER_DIR/serve.$RANDOM.log"
-  "$B/folio" serve --model "$MODEL" --device "$DEVICE" --port 50551 --worker-base-port 50561 \
+  "$B/folio" serve --model "${MODEL_DIR:-$MODEL}" --device "$DEVICE" --port 50551 --worker-base-port 50561 \
     --metrics-port 0 "$@" >"$log" 2>&1 &
   local serve=$!
   local text rc=0
   text="$(timeout 180 "$B/folio" generate --address 127.0.0.1:50551 --wait-s 90 \
-            --temperature 0 --max-tokens "$TOKENS" "$PROMPT" 2>"$log.client")" || rc=$?
+            --temperature 0 --max-tokens "$TOKENS" --ignore-eos "$PROMPT" 2>"$log.client")" ||
+    rc=$?
   kill -INT "$serve" 2>/dev/null
   wait "$serve" 2>/dev/null
   if [[ $rc -ne 0 ]]; then
@@ -66,6 +71,30 @@ if [[ "$DEVICE" == cuda ]]; then  # the CPU worker computes in float32 only
     echo "bf16: text differs (reported, not gated)"
   fi
 fi
+
+gpus=0
+if [[ "$DEVICE" == cuda ]]; then gpus="$(nvidia-smi -L | grep -c '^GPU')"; fi
+if [[ "$gpus" -ge 2 ]]; then
+  echo "== folio serve --device cuda --dtype float32 --tp 2 ($gpus GPUs: NCCL)"
+  got_tp="$(serve_and_generate --dtype float32 --tp 2)" || failed+=("serve fp32 tp2")
+  echo "served (cuda fp32, tp 2): $got_tp"
+  if [[ "$got_tp" != "$want" ]]; then failed+=("tp 2 text differs from folio run"); fi
+else
+  echo "== one GPU: no tensor-parallel (NCCL) run"
+fi
+
+for dir in "$ROOT"/.gpu-carry/models/*/; do
+  [[ -f "$dir/config.json" ]] || continue
+  name="$(basename "$dir")"
+  echo "== $name: folio serve --device $DEVICE --dtype float32 against folio run"
+  want_w="$(timeout 120 "$B/folio" run --model "$dir" --prompt "$PROMPT" --temperature 0 \
+              --max-tokens "$TOKENS" --ignore-eos)" || failed+=("folio run $name")
+  got_w="$(MODEL_DIR="$dir" serve_and_generate --dtype float32)" ||
+    failed+=("serve $name")
+  echo "folio run: $want_w"
+  echo "served:    $got_w"
+  if [[ "$got_w" != "$want_w" ]]; then failed+=("$name text differs from folio run"); fi
+done
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   printf 'FAILED: %s\n' "${failed[@]}"
