@@ -2,7 +2,8 @@
 # matter; each sets up dependencies and builds first.
 #
 #   make test        set-up + build + every test (ctest); CI runs this (.ci/run)
-#   make run         set-up + build + run (for now: folio-kvsim on the ShareGPT trace)
+#   make run         set-up + build + a local cluster: folio serve $(SERVE_ARGS)
+#                    (e.g. SERVE_ARGS="--tp 2")
 #   make bench       set-up + build + the scheduler and kernel benchmarks
 #   make build       set-up + configure + build only
 #   make clean       remove the build tree

@@ -2,7 +2,7 @@
 # Container entrypoint: the first argument picks the binary, the rest are its flags.
 #   scheduler ARGS...  -> folio-scheduler ARGS...
 #   worker ARGS...     -> folio-worker ARGS...
-#   folio ARGS...      -> folio ARGS...   (serve / run / generate / bench)
+#   folio ARGS...      -> folio ARGS...   (run / serve / generate)
 #   anything else      -> run as given (a shell, for debugging)
 set -euo pipefail
 cmd="${1:-}"

@@ -138,11 +138,17 @@ class DashboardTest(unittest.TestCase):
             for metric in metrics:
                 self.assertIn(metric, by_title[title], title)
         self.assertIn('pool="device"', " ".join(e for _, e in self.exprs))
-        self.assertRegex(by_title["Preemption rate by mode"], r"sum by \(mode\) \(rate\(folio_preemptions_total\{[^}]*\}\[1m\]\)\)")
+        self.assertRegex(by_title["Preemption rate by mode"], r"sum by \(mode\) \(rate\(folio_preemptions_total\{[^}]*\}\[\$__rate_interval\]\)\)")
         self.assertRegex(by_title["Finish reasons"], r"by \(finish_reason\)")
         for title in ("Time to first token", "Inter-token latency", "End-to-end request latency", "Step duration"):
             for q in ("0.50", "0.90", "0.99"):
                 self.assertIn("histogram_quantile(%s," % q, by_title[title], title)
+
+    def test_short_rate_windows_follow_the_scrape_interval(self):
+        # A fixed [1m] is empty or sparse once the scrape interval is 30s or more
+        # (serviceMonitor.interval); $__rate_interval is at least four intervals.
+        for title, expr in self.exprs:
+            self.assertNotRegex(expr, r"\[[0-9]+s\]|\[1m\]", title)
 
     @unittest.skipIf(shutil.which("promtool") is None, "promtool not installed")
     def test_expressions_parse(self):

@@ -7,7 +7,9 @@ folio-worker, whose --help the rendered flags are checked against).
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import unittest
 
 import yaml
@@ -70,6 +72,38 @@ def flag_value(args, flag):
     return None
 
 
+def render_notes(*args):
+    """templates/NOTES.txt rendered with the given values. `helm template` skips it and
+    `helm install --dry-run` needs a cluster, so a copy of the chart renders it through
+    `tpl` into a ConfigMap."""
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = os.path.join(tmp, "folio")
+        shutil.copytree(CHART, chart)
+        shutil.copy(os.path.join(chart, "templates", "NOTES.txt"), os.path.join(chart, "notes.txt"))
+        with open(os.path.join(chart, "templates", "zz-notes.yaml"), "w") as f:
+            f.write("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+                    "data:\n  notes: {{ tpl (.Files.Get \"notes.txt\") . | quote }}\n")
+        cmd = [HELM, "template", RELEASE, chart, "--namespace", NAMESPACE,
+               "-s", "templates/zz-notes.yaml", *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+        return yaml.safe_load(proc.stdout)["data"]["notes"]
+
+
+def generate_command(notes):
+    """The `folio generate ...` command of NOTES.txt, continuation lines joined."""
+    m = re.search(r"^ *(folio generate (?:.*\\\n)*.*)$", notes, re.M)
+    assert m, notes
+    return re.sub(r"\\\n\s*", "", m.group(1))
+
+
+def rules_jobs():
+    """The job="..." values deploy/prometheus/folio-rules.yml selects."""
+    with open(os.path.join(SOURCE_DIR, "deploy", "prometheus", "folio-rules.yml")) as f:
+        return set(re.findall(r'\bjob="([^"]+)"', f.read()))
+
+
 GPU_TP4 = ["-f", os.path.join(CHART, "ci", "gpu-tp4-values.yaml")]
 
 
@@ -89,6 +123,7 @@ class DefaultValues(unittest.TestCase):
                   "PodDisruptionBudget", "Pod", "Service", "ServiceAccount", "StatefulSet"]:
             self.assertIn(k, kinds)
         self.assertNotIn("ServiceMonitor", kinds)  # off by default
+        self.assertNotIn("PrometheusRule", kinds)
         self.assertNotIn("Secret", kinds)  # off by default
 
     def test_statefulset(self):
@@ -166,6 +201,8 @@ class DefaultValues(unittest.TestCase):
         d = self.cm["data"]
         self.assertEqual(d["FOLIO_TENSOR_PARALLEL_SIZE"], "1")
         self.assertEqual(d["FOLIO_MODEL"], "/models")
+        # No name: folio-scheduler calls it "models" (NOTES.txt says so).
+        self.assertNotIn("FOLIO_MODEL_NAME", d)
         self.assertEqual(
             d["FOLIO_WORKERS"],
             f"{RELEASE}-folio-worker-0.{RELEASE}-folio-worker-headless.{NAMESPACE}.svc:50061")
@@ -289,6 +326,7 @@ class GpuTp4(unittest.TestCase):
         self.assertNotIn("PersistentVolumeClaim", {k for k, _ in self.objs})
         cm = self.objs[("ConfigMap", f"{RELEASE}-folio-engine")]
         self.assertEqual(cm["data"]["FOLIO_MODEL"], "/models/llama-3-8b")
+        self.assertEqual(cm["data"]["FOLIO_MODEL_NAME"], "llama-3-8b")
 
     def test_service_monitor(self):
         sm = one(self.objs, "ServiceMonitor")
@@ -299,6 +337,35 @@ class GpuTp4(unittest.TestCase):
         self.assertEqual(len(services), 2)  # the scheduler's and the headless workers'
         for s in services:
             self.assertIn("metrics", [p["name"] for p in s["spec"]["ports"]])
+        # The Operator sets job from the Service label named by jobLabel (else the
+        # Service's name, which depends on the release): it must be the job the
+        # rules' FolioSchedulerDown / FolioWorkerDown select.
+        job_label = sm["spec"]["jobLabel"]
+        jobs = {s["metadata"]["labels"]["app.kubernetes.io/component"]:
+                s["metadata"]["labels"][job_label] for s in services}
+        self.assertEqual(jobs, {"scheduler": "folio-scheduler", "worker": "folio-worker"})
+        self.assertEqual(set(jobs.values()), rules_jobs())
+        self.assertNotIn("relabelings", sm["spec"]["endpoints"][0])
+
+    def test_prometheus_rule(self):
+        rule = one(self.objs, "PrometheusRule")
+        self.assertEqual(rule["apiVersion"], "monitoring.coreos.com/v1")
+        # The chart's copy is deploy/prometheus/folio-rules.yml, byte for byte.
+        upstream = os.path.join(SOURCE_DIR, "deploy", "prometheus", "folio-rules.yml")
+        with open(upstream) as a, open(os.path.join(CHART, "rules", "folio-rules.yml")) as b:
+            text = a.read()
+            self.assertEqual(text, b.read(),
+                             "copy deploy/prometheus/folio-rules.yml to helm/folio/rules/")
+        self.assertEqual(rule["spec"], yaml.safe_load(text))
+        alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+        self.assertIn("FolioWorkerDown", alerts)
+        objs = render(*GPU_TP4, "--set", "serviceMonitor.rules=false")
+        self.assertNotIn("PrometheusRule", {k for k, _ in objs})
+
+    def test_monitoring_labels(self):
+        objs = render(*GPU_TP4, "--set", "serviceMonitor.labels.release=kps")
+        for kind in ("ServiceMonitor", "PrometheusRule"):
+            self.assertEqual(one(objs, kind)["metadata"]["labels"]["release"], "kps", kind)
 
 
 class Variants(unittest.TestCase):
@@ -362,6 +429,14 @@ class Variants(unittest.TestCase):
         metrics = [r for r in rules if {"port": 9401, "protocol": "TCP"} in r.get("ports", [])]
         self.assertEqual(metrics[0]["from"][0]["namespaceSelector"]["matchLabels"],
                          {"kubernetes.io/metadata.name": "monitoring"})
+
+    def test_model_name(self):
+        for args, name in [(["--set", "model.subPath=org/llama-3-8b/"], "llama-3-8b"),
+                           (["--set", "model.subPath=x", "--set", "model.name=mine"], "mine"),
+                           (["--set", "model.name=mine"], "mine")]:
+            with self.subTest(args=args):
+                cm = render(*args)[("ConfigMap", f"{RELEASE}-folio-engine")]
+                self.assertEqual(cm["data"]["FOLIO_MODEL_NAME"], name)
 
     def test_optional_parts_off(self):
         objs = render("--set", "networkPolicy.enabled=false",
@@ -484,11 +559,72 @@ class Tls(unittest.TestCase):
         self.assertIsNone(flag_value(args, "--tls-ca"))
 
 
+class Notes(unittest.TestCase):
+    """NOTES.txt: the command to reach the scheduler from outside the cluster."""
+    SCHED = f"{RELEASE}-folio-scheduler"
+
+    def check_flags(self, command):
+        path = os.path.join(BIN_DIR, "folio")
+        if not BIN_DIR or not os.path.exists(path):
+            return
+        help_text = subprocess.run([path, "generate", "--help"], capture_output=True,
+                                   text=True).stdout
+        for flag in re.findall(r"(?<=\s)--[a-z-]+", command):
+            self.assertIn(flag + " ", help_text)
+
+    def test_plaintext(self):
+        notes = render_notes()
+        self.assertIn(f"port-forward svc/{self.SCHED} 50051:50051", notes)
+        cmd = generate_command(notes)
+        self.assertEqual(cmd, 'folio generate --address 127.0.0.1:50051 "hello"')
+        self.assertIn('served as "models"', notes)
+        self.assertIn("model.name", notes)
+
+    def test_named_model_has_no_hint(self):
+        for args in (["--set", "model.name=m"], ["--set", "model.subPath=m"]):
+            self.assertNotIn("served as", render_notes(*args))
+
+    def test_api_key_and_tls(self):
+        cmd = generate_command(render_notes(*Tls.VALUES))
+        secret = f"{RELEASE}-folio-secret"
+        self.assertIn(f"get secret {secret} -o jsonpath='{{.data.api-key}}'", cmd)
+        args = cmd.split()
+        self.assertIn("--api-key", args)
+        self.assertIn("--tls", args)
+        self.assertEqual(flag_value(args, "--tls-ca"), "ca.crt")
+        self.assertEqual(flag_value(args, "--tls-server-name"), f"{self.SCHED}.{NAMESPACE}.svc")
+        self.check_flags(cmd)
+
+    def test_api_key_only(self):
+        cmd = generate_command(render_notes("--set", "secret.create=true",
+                                            "--set", "secret.apiKey=abc"))
+        self.assertIn("--api-key", cmd.split())
+        self.assertNotIn("--tls", cmd)
+
+    def test_tls_with_system_roots_and_client_auth(self):
+        cmd = generate_command(render_notes(
+            "--set", "secret.existingSecret=s", "--set", "secret.tls.enabled=true",
+            "--set", "secret.tls.clientAuth=true"))
+        args = cmd.split()
+        self.assertEqual(flag_value(args, "--tls-ca"), "ca.crt")  # an existingSecret's ca.crt
+        self.assertEqual(flag_value(args, "--tls-client-cert"), "client.crt")
+        self.check_flags(cmd)
+        cmd = generate_command(render_notes("--set", "secret.create=true",
+                                            "--set", "secret.tls.crt=C",
+                                            "--set", "secret.tls.key=K"))
+        self.assertIn("--tls", cmd.split())
+        self.assertNotIn("--tls-ca", cmd)
+        self.assertNotIn("--api-key", cmd)
+
+
 class SchemaRejects(unittest.TestCase):
     BAD = [
         ["--set", "tensorParallelSize=0"],
         ["--set", "tensorParallelSize=two"],
         ["--set", "engine.device=tpu"],
+        ["--set", "engine.dtype=float16"],  # no worker computes in float16
+        ["--set", "engine.device=cuda", "--set", "engine.dtype=float16"],
+        ["--set", "engine.dtype=bfloat16"],  # the CPU workers compute in float32
         ["--set", "engine.blockSize=12"],
         ["--set", "engine.kvCacheMb=-2"],
         ["--set", "engine.gpuMemoryUtilization=0"],

@@ -56,6 +56,12 @@ app.kubernetes.io/component: scheduler
 app.kubernetes.io/component: worker
 {{- end }}
 
+{{/* The Service label whose value the ServiceMonitor makes the `job` label
+     (folio-scheduler, folio-worker: the jobs deploy/prometheus/folio-rules.yml names). */}}
+{{- define "folio.metricsJobLabel" -}}
+folio.dev/metrics-job
+{{- end }}
+
 {{- define "folio.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "folio.fullname" .) .Values.serviceAccount.name }}
@@ -74,6 +80,18 @@ app.kubernetes.io/component: worker
 {{- printf "%s/%s" (trimSuffix "/" .Values.model.mountPath) (trimPrefix "/" .Values.model.subPath) }}
 {{- else }}
 {{- .Values.model.mountPath }}
+{{- end }}
+{{- end }}
+
+{{/* The served model name (GetModelInfo, the `model` label of every metric):
+     model.name, else the last element of model.subPath. Empty when neither is set:
+     folio-scheduler then names the model after the last element of model.mountPath. */}}
+{{- define "folio.modelName" -}}
+{{- $sub := trimAll "/" .Values.model.subPath }}
+{{- if .Values.model.name }}
+{{- .Values.model.name }}
+{{- else if $sub }}
+{{- base $sub }}
 {{- end }}
 {{- end }}
 
