@@ -205,8 +205,10 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
   // Positions a sequence reads: under a window at most its last
   // sliding_window ones, from the start of the block holding the first.
   const int32_t read_len =
-      sliding_window > 0 ? std::min(max_context_len, sliding_window + kv.block_size - 1)
-                         : max_context_len;
+      sliding_window > 0
+          ? static_cast<int32_t>(std::min<int64_t>(
+                max_context_len, int64_t{sliding_window} + kv.block_size - 1))  // no overflow
+          : max_context_len;
   const int32_t slice =
       partition_tokens == 0
           ? ChooseDecodePartition(num_seqs, num_heads, kv.num_kv_heads, read_len, 0,

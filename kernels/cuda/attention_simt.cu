@@ -176,9 +176,10 @@ __device__ __forceinline__ void LoadTile(T* stage, const T* __restrict__ k,
 }
 
 // Attends the thread's rows to positions [begin, end) of (sequence s, KV
-// head kvh), each row to those in its [first, limit], then merges the states of all lane groups and warps. On return
-// the lanes with token group 0 (warps tw == 0, lanes tl == 0) hold the final
-// state of their rows. Every thread of the CTA must call it.
+// head kvh), each row to those in its [first, limit], then merges the states
+// of all lane groups and warps. On return the lanes with token group 0 (warps
+// tw == 0, lanes tl == 0) hold the final state of their rows. Every thread of
+// the CTA must call it.
 template <typename T, int HD, int HPT>
 __device__ __forceinline__ void AttendSimt(SimtRows<T, HD, HPT>& r, const AttnParams& p,
                                            int s, int kvh, int begin, int end, int head_warps,

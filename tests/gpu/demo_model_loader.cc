@@ -125,17 +125,23 @@ class Safetensors {
 // DemoConfig::layer_windows (after num_layers). Throws on a bad type.
 void ParseWindows(const json& j, DemoConfig* c) {
   c->layer_windows.assign(c->num_layers, 0);
-  const std::string type = j.value("model_type", std::string());
-  const bool qwen2 = type == "qwen2";
-  if (type != "mistral" && !(qwen2 && j.value("use_sliding_window", false))) return;
+  // The architecture: architectures[0] first, else model_type.
+  auto given = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
+  std::string arch = given("architectures") ? j.at("architectures").at(0).get<std::string>() : "";
+  const std::string type = given("model_type") ? j.at("model_type").get<std::string>() : "";
+  const bool mistral = arch == "MistralForCausalLM" || (arch.empty() && type == "mistral");
+  const bool qwen2 = arch == "Qwen2ForCausalLM" || (arch.empty() && type == "qwen2");
+  const bool qwen2_windowed =
+      qwen2 && given("use_sliding_window") && j.at("use_sliding_window").get<bool>();
+  if (!mistral && !qwen2_windowed) return;
   if (j.contains("sliding_window") && j.at("sliding_window").is_null()) return;
   const int32_t window = j.value("sliding_window", 4096);
   for (int32_t layer = 0; layer < c->num_layers; ++layer) {
     bool windowed = true;
-    if (qwen2 && j.contains("layer_types")) {
+    if (qwen2 && given("layer_types")) {
       windowed = j.at("layer_types").at(layer).get<std::string>() == "sliding_attention";
     } else if (qwen2) {
-      windowed = layer >= j.value("max_window_layers", 28);
+      windowed = layer >= (given("max_window_layers") ? j.at("max_window_layers").get<int>() : 28);
     }
     if (windowed) c->layer_windows[layer] = window;
   }

@@ -18,6 +18,7 @@ fi
 mkdir -p "$ROOT/.gpu-carry/include"
 rm -rf "$ROOT/.gpu-carry/include/nlohmann"
 cp -r "$SRC" "$ROOT/.gpu-carry/include/nlohmann"
+exclude_gpu_carry
 
 # Windowed models the CUDA kernels must reproduce: head_dim 64, GQA 2, windows
 # that start mid-block (the check uses 16-token blocks), prompts and outputs
@@ -25,6 +26,11 @@ cp -r "$SRC" "$ROOT/.gpu-carry/include/nlohmann"
 PY="${FOLIO_TORCH_PYTHON:-/usr/bin/python3}"
 MODELS="$ROOT/.gpu-carry/models"
 rm -rf "$MODELS"
+if ! "$PY" -c 'import torch' 2>/dev/null; then
+  echo "prepare_carry.sh: warning: $PY has no torch (python3-torch): no windowed models" >&2
+  du -sh "$ROOT/.gpu-carry"
+  exit 0
+fi
 mkdir -p "$MODELS"
 common=(--hidden-size 256 --heads 4 --kv-heads 2 --layers 2 --dtype f32 --std 0.08
         --reference 4 --reference-tokens 24)
@@ -33,5 +39,4 @@ common=(--hidden-size 256 --heads 4 --kv-heads 2 --layers 2 --dtype f32 --std 0.
 "$PY" "$ROOT/tools/make_random_model.py" --out "$MODELS/qwen2_window" --qwen2 \
   --sliding-window 19 --max-window-layers 1 --prompt-len 3,18,30,50 --seed 12 \
   "${common[@]}" >/dev/null
-exclude_gpu_carry
 du -sh "$ROOT/.gpu-carry"
