@@ -53,6 +53,14 @@ class Scheduler {
   // comes with the next Update(). False when the id is unknown (finished).
   bool Abort(RequestId id);
 
+  // Finishes one sequence (output index `index`) of a request that streams
+  // its sequences (n == best_of, no beam search) with kStop and frees its
+  // blocks; the others go on (stopping the last finishes the request). For
+  // stop strings, which the engine matches on the text. Its final delta
+  // comes with the next Update(). False when there is no such live sequence
+  // (finished meanwhile) or the request ranks its sequences.
+  bool StopSequence(RequestId id, int32_t index);
+
   // REQUIRES: every Schedule() is followed by Update() before the next one.
   StepPlan Schedule();
   // `result` must carry samples for every sequence the last plan asked to

@@ -430,4 +430,25 @@ bool Scheduler::Abort(RequestId id) {
   return true;
 }
 
+bool Scheduler::StopSequence(RequestId id, int32_t index) {
+  FOLIO_CHECK(!awaiting_update_);  // like Abort: between steps
+  auto it = requests_.find(id);
+  if (it == requests_.end() || !StreamsDeltas(*it->second)) return false;
+  Request& r = *it->second;
+  for (size_t i = 0; i < r.seqs.size(); ++i) {
+    if (r.seqs[i]->index() != index) continue;
+    if (r.seqs.size() == 1) {
+      FinishRequest(r, FinishReason::kStop, "", pending_outputs_.emplace_back());
+      return true;
+    }
+    Sequence* const stopped[] = {r.seqs[i].get()};  // lives on in r.finished_seqs
+    RetireSequence(r, i, FinishReason::kStop);
+    RequestOutput& out = pending_outputs_.emplace_back(EmptyRequestOutput());
+    AppendDeltas(stopped, out);
+    FillUsage(r, out);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace folio

@@ -110,20 +110,26 @@ bool Engine::Abort(const std::string& request_id) {
 // engine's per-token work (stop strings, text, protos, gRPC writes) thus
 // leaves the workers' critical path, as vLLM's V1 engine overlaps output
 // processing with the model. Scheduling N+1 needs only N's sampled tokens,
-// which Update(N) has applied. Stop strings found while delivering N abort
-// their requests after step N+1 (which ran one step too far for them; its
-// tokens are dropped with the finished stream).
+// which Update(N) has applied. Stop strings found while delivering N stop
+// their sequences (or requests) after step N+1, which ran one step too far
+// for them; the streams drop its tokens.
 void Engine::Loop() {
   SchedulerMetrics* const metrics = options_.metrics;
   std::vector<RequestOutput> pending;  // step N's outputs, not yet delivered
   int64_t pending_ns = 0;
-  std::vector<RequestId> stopped;  // stop strings met while delivering
+  std::vector<StoppedByText> stopped;  // stop strings met while delivering
   auto deliver_pending = [&] {
     for (const RequestOutput& output : pending) Deliver(output, pending_ns, &stopped);
     pending.clear();
   };
   auto abort_stopped = [&] {
-    for (RequestId id : stopped) scheduler_->Abort(id);  // false: finished meanwhile
+    for (const StoppedByText& s : stopped) {  // false: finished meanwhile
+      if (s.index < 0) {
+        scheduler_->Abort(s.request_id);
+      } else {
+        scheduler_->StopSequence(s.request_id, s.index);
+      }
+    }
     stopped.clear();
   };
   while (true) {
@@ -243,16 +249,17 @@ void Engine::RecordOutput(RequestStream& stream, const RequestOutput& output, in
 }
 
 void Engine::Deliver(const RequestOutput& output, int64_t now_ns,
-                     std::vector<RequestId>* stopped) {
+                     std::vector<StoppedByText>* stopped) {
   auto it = streams_.find(output.request_id);
   if (it == streams_.end()) return;
   RequestStream& stream = *it->second;
-  bool stop_request = false;
-  std::vector<v1::GenerateResponse> messages = stream.Consume(output, &stop_request);
+  RequestStream::Stopped stops;
+  std::vector<v1::GenerateResponse> messages = stream.Consume(output, &stops);
   if (options_.metrics != nullptr) RecordOutput(stream, output, now_ns);
-  // Stop strings ended every sequence: the caller frees the blocks once the
-  // step in flight is back; the stream is finished already.
-  if (stop_request) stopped->push_back(output.request_id);
+  // Stop strings ended sequences (or all of them): the caller frees their
+  // blocks once the step in flight is back; the stream ended them already.
+  if (stops.request) stopped->push_back({output.request_id, -1});
+  for (int32_t index : stops.sequences) stopped->push_back({output.request_id, index});
   std::shared_ptr<GenerateSink> sink;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -121,10 +121,15 @@ class Engine {
   // Moves the inbox into the scheduler; false when the loop should exit.
   bool TakeWork();
   void Admit(Submitted submitted);
+  // What stop strings ended: a sequence (index >= 0) for the caller to stop
+  // in the scheduler, or every sequence (index -1) to abort the request.
+  struct StoppedByText {
+    RequestId request_id;
+    int32_t index;
+  };
   // `now_ns`: the end of the step that made it (steady clock), for metrics.
-  // Requests whose stop strings ended every sequence are added to *stopped
-  // for the caller to abort in the scheduler.
-  void Deliver(const RequestOutput& output, int64_t now_ns, std::vector<RequestId>* stopped);
+  // What its stop strings ended is added to *stopped.
+  void Deliver(const RequestOutput& output, int64_t now_ns, std::vector<StoppedByText>* stopped);
   // Metrics: the queue time of requests this plan schedules for the first
   // time, and the latencies an output completes.
   void RecordScheduled(const StepPlan& plan, int64_t start_ns);

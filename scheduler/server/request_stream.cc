@@ -61,7 +61,11 @@ bool RequestStream::ApplyDelta(const SequenceOutput& delta, v1::SequenceDelta* o
         }
       }
     }
-    text += s.text->Append(token);
+    // A stop token id ends the sequence without its text (as vLLM does); it
+    // is always the delta's last token.
+    const bool stop_token =
+        i + 1 == delta.token_ids.size() && delta.finish_reason == FinishReason::kStop;
+    if (!stop_token) text += s.text->Append(token);
     if (s.text->stopped()) s.reason = FinishReason::kStop;
   }
   s.cumulative_logprob = delta.cumulative_logprob - dropped_logprob;
@@ -76,13 +80,12 @@ bool RequestStream::ApplyDelta(const SequenceOutput& delta, v1::SequenceDelta* o
 }
 
 std::vector<v1::GenerateResponse> RequestStream::Consume(const RequestOutput& output,
-                                                         bool* stop_request) {
-  *stop_request = false;
+                                                         Stopped* stopped) {
+  *stopped = Stopped();
   std::vector<v1::GenerateResponse> messages;
   if (finished_) return messages;
   v1::GenerateResponse chunk;
   chunk.set_request_id(request_id_);
-  bool stopped_now = false;
   for (const SequenceOutput& delta : output.sequences) {
     v1::SequenceDelta* d = chunk.mutable_chunk()->add_deltas();
     const bool was_running = StateFor(delta.index).reason == FinishReason::kNone;
@@ -91,15 +94,18 @@ std::vector<v1::GenerateResponse> RequestStream::Consume(const RequestOutput& ou
       continue;
     }
     const SequenceState& s = sequences_[delta.index];
-    stopped_now |= was_running && s.text->stopped();
+    if (was_running && s.text->stopped()) stopped->sequences.push_back(delta.index);
   }
   if (chunk.has_chunk() && chunk.chunk().deltas_size() > 0) messages.push_back(std::move(chunk));
   if (output.finished) {
     messages.push_back(MakeFinished(&output));
-  } else if (stopped_now) {
-    *stop_request = std::all_of(sequences_.begin(), sequences_.end(), [](const SequenceState& s) {
-      return s.reason != FinishReason::kNone;
-    });
+    stopped->sequences.clear();  // the scheduler is done with them
+  } else if (!stopped->sequences.empty()) {
+    stopped->request = std::all_of(sequences_.begin(), sequences_.end(),
+                                   [](const SequenceState& s) {
+                                     return s.reason != FinishReason::kNone;
+                                   });
+    if (stopped->request) stopped->sequences.clear();
   }
   return messages;
 }

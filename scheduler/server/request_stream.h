@@ -24,11 +24,18 @@ class RequestStream {
  public:
   RequestStream(std::string request_id, const Tokenizer& tokenizer, const ParsedRequest& request);
 
+  // What stop strings ended in one Consume while the scheduler still runs
+  // the sequences: every sequence (the engine then aborts the request; its
+  // final output carries nothing new), or these output indices (the engine
+  // stops them in the scheduler, Scheduler::StopSequence, to free them).
+  struct Stopped {
+    bool request = false;
+    std::vector<int32_t> sequences;
+  };
+
   // The messages for one output: a chunk when something changed, then
-  // Finished when the request is done. `stop_request` is set when stop
-  // strings have ended every sequence while the scheduler still runs them:
-  // the engine then aborts the request (its final output carries nothing new).
-  std::vector<v1::GenerateResponse> Consume(const RequestOutput& output, bool* stop_request);
+  // Finished when the request is done.
+  std::vector<v1::GenerateResponse> Consume(const RequestOutput& output, Stopped* stopped);
 
   // The Finished message of a request that failed outside the scheduler.
   v1::GenerateResponse Fail(const std::string& message);

@@ -463,5 +463,37 @@ TEST(SchedulerSamplingTest, ParallelSequencesFinishIndependently) {
   ExpectDrained(*s);
 }
 
+// A stop string ends one sequence of n: the engine stops it in the
+// scheduler, which frees it while the others go on; stopping the last one
+// finishes the request. Ranked requests (best_of > n) are left alone.
+TEST(SchedulerSamplingTest, StopSequenceEndsOneOfParallelSequences) {
+  SchedulerConfig c = TestConfig(128);
+  auto s = test::MakeScheduler(c);
+  SimulatedWorker w(test::WorkerOptions(c));
+  FOLIO_ASSERT_OK(s->AddRequest(Parallel(1, 12, 40, 3, 3)));
+  FOLIO_ASSERT_OK(s->AddRequest(Parallel(2, 12, 40, 1, 2)));
+  OutputCollector out;
+  for (int i = 0; i < 5; ++i) FOLIO_ASSERT_OK(test::Step(*s, w, out));
+  const int32_t running = s->num_running_sequences();
+  const int32_t used = DeviceUsed(*s);
+  EXPECT_FALSE(s->StopSequence(2, 0));  // ranked: its outputs come at the end
+  EXPECT_FALSE(s->StopSequence(1, 7));  // no such sequence
+  EXPECT_TRUE(s->StopSequence(1, 1));
+  EXPECT_FALSE(s->StopSequence(1, 1));  // already stopped
+  EXPECT_EQ(s->num_running_sequences(), running - 1);
+  EXPECT_LT(DeviceUsed(*s), used);  // its own blocks are free
+  for (int i = 0; i < 3; ++i) FOLIO_ASSERT_OK(test::Step(*s, w, out));
+  EXPECT_TRUE(s->StopSequence(1, 0));
+  EXPECT_TRUE(s->StopSequence(1, 2));  // the last one: the request finishes
+  FOLIO_ASSERT_OK(test::RunUntilDrained(*s, w, out, 100));
+  const test::CollectedRequest& got = out.at(1);
+  EXPECT_TRUE(got.finished);
+  EXPECT_EQ(got.tokens(1).size(), 5u);  // nothing after it was stopped
+  EXPECT_EQ(got.tokens(0).size(), 8u);
+  EXPECT_EQ(got.reason(2), FinishReason::kStop);
+  EXPECT_EQ(out.at(2).sequences.size(), 1u);
+  ExpectDrained(*s);
+}
+
 }  // namespace
 }  // namespace folio

@@ -90,6 +90,49 @@ TEST(EngineTest, StopTokenIdEndsTheSequence) {
   EXPECT_EQ(seqs[0].finish.reason(), v1::FINISH_REASON_STOP);
   EXPECT_EQ(seqs[0].finish.stop_token_id(), stop_token);
   EXPECT_EQ(seqs[0].token_ids.size(), first + 1);
+  // The stop token is in the ids but not in the text (as in vLLM).
+  auto tokenizer = Tokenizer::LoadFromDirectory(kDemoDir);
+  ASSERT_TRUE(tokenizer.ok());
+  const std::vector<TokenId> before(c.output_ids.begin(), c.output_ids.begin() + first);
+  EXPECT_EQ(seqs[0].text, (*tokenizer)->Decode(before));
+  ExpectDrained(*engine, 256);
+}
+
+// n = 2: a stop string only the first sequence produces ends it alone (the
+// engine stops it in the scheduler); the other runs to max_tokens with the
+// tokens it has without the stop.
+TEST(EngineTest, StopStringEndsOneOfParallelSequences) {
+  std::unique_ptr<Engine> engine = MakeDemoEngine();
+  ASSERT_NE(engine, nullptr);
+  v1::GenerateRequest r = GreedyRequest("And God said", 30);
+  r.mutable_sampling_params()->set_temperature(0.9f);
+  r.mutable_sampling_params()->set_seed(5);
+  r.mutable_sampling_params()->set_n(2);
+  r.mutable_sampling_params()->set_ignore_eos(true);
+  Submitted free_run = Submit(*engine, r);
+  ASSERT_TRUE(free_run.sink->Wait());
+  const std::vector<StreamedSequence> want = Reassemble(free_run.sink->responses());
+  ASSERT_EQ(want.size(), 2u);
+  // Four characters early in sequence 0's text that sequence 1 never shows.
+  std::string stop;
+  for (size_t at = 4; at + 4 <= want[0].text.size() / 2 && stop.empty(); ++at) {
+    const std::string cand = want[0].text.substr(at, 4);
+    if (want[1].text.find(cand) == std::string::npos && want[0].text.find(cand) == at) stop = cand;
+  }
+  ASSERT_FALSE(stop.empty()) << want[0].text << " / " << want[1].text;
+  r.mutable_sampling_params()->add_stop(stop);
+  Submitted s = Submit(*engine, r);
+  ASSERT_TRUE(s.sink->Wait());
+  v1::Usage usage;
+  const std::vector<StreamedSequence> got = Reassemble(s.sink->responses(), &usage);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].text, want[0].text.substr(0, want[0].text.find(stop)));
+  EXPECT_EQ(got[0].finish.reason(), v1::FINISH_REASON_STOP);
+  EXPECT_EQ(got[0].finish.stop_string(), stop);
+  EXPECT_LT(got[0].token_ids.size(), want[0].token_ids.size());
+  EXPECT_EQ(got[1].token_ids, want[1].token_ids);
+  EXPECT_EQ(got[1].finish.reason(), v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(usage.completion_tokens(), got[0].token_ids.size() + got[1].token_ids.size());
   ExpectDrained(*engine, 256);
 }
 
