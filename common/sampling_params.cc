@@ -11,7 +11,7 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
   if (!std::isfinite(p.temperature) || p.temperature < 0.0f) {
     return bad("temperature must be non-negative, got ", p.temperature);
   }
-  if (p.top_k < 0) return bad("top_k must be >= 0 (0 disables it), got ", p.top_k);
+  if (p.top_k < 0) return bad("top_k must be positive, or 0 or -1 to disable it, got ", p.top_k);
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return bad("top_p must be in (0, 1], got ", p.top_p);
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return bad("min_p must be in [0, 1], got ", p.min_p);
   if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) {
@@ -42,8 +42,10 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
     }
   }
   if (!std::isfinite(p.length_penalty)) return bad("length_penalty must be finite");
-  for (TokenId id : p.stop_token_ids) {
-    if (id < 0) return bad("stop_token_ids must be non-negative, got ", id);
+  for (size_t i = 0; i < p.stop_token_ids.size(); ++i) {
+    if (p.stop_token_ids[i] < 0) {
+      return bad("stop_token_ids[", i, "] must be non-negative, got ", p.stop_token_ids[i]);
+    }
   }
   return absl::OkStatus();
 }

@@ -36,7 +36,13 @@ absl::Status Scheduler::AddRequest(RequestSpec spec) {
   }
   if (absl::Status s = ValidateSamplingParams(spec.sampling); !s.ok()) return s;
   const int32_t parallel = spec.sampling.NumParallelSequences();
-  const char* parallel_field = spec.sampling.UsesBeamSearch() ? "beam_width" : "best_of";
+  // The field that asks for them: beam_width, else n when n alone is too many.
+  const char* parallel_field = spec.sampling.UsesBeamSearch() ? "beam_width"
+                               : spec.sampling.n > config_.max_parallel_sequences ||
+                                       spec.sampling.n > config_.max_num_seqs ||
+                                       spec.sampling.n > config_.max_num_batched_tokens
+                                   ? "n"
+                                   : "best_of";
   if (parallel > config_.max_parallel_sequences) {
     return absl::InvalidArgumentError(absl::StrCat(
         parallel_field, " must be at most ", config_.max_parallel_sequences, ", got ", parallel));

@@ -342,12 +342,13 @@ TEST(SchedulerScenarioTest, FanOutBeyondMaxNumSeqsOrBudgetIsRejected) {
   c.max_num_seqs = 2;
   auto s = test::MakeScheduler(c);
   RequestSpec r = MakeRequest(1, 5, 5);
-  r.sampling.n = 3;
   r.sampling.best_of = 3;
   const absl::Status st = s->AddRequest(r);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(st.message()), HasSubstr("best_of"));
-  EXPECT_THAT(std::string(st.message()), HasSubstr("max_num_seqs"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("best_of must be at most 2 (max_num_seqs)"));
+  r.sampling.n = 3;  // n itself is too many: the message names it
+  const absl::Status st_n = s->AddRequest(r);
+  EXPECT_THAT(std::string(st_n.message()), HasSubstr("n must be at most 2 (max_num_seqs)"));
 
   c = TestConfig(64);
   c.max_num_batched_tokens = 3;

@@ -59,16 +59,18 @@ TEST(SchedulerTest, AddRequestRejectsBadInputNamingTheField) {
        },
        "best_of"},
       {"n 0", [](RequestSpec& r) { r.sampling.n = 0; }, "n must"},
-      {"best_of over the cap",
+      {"best_of over the cap", [](RequestSpec& r) { r.sampling.best_of = 9; }, "best_of must be"},
+      {"n over the cap",
        [](RequestSpec& r) {
          r.sampling.n = 9;
          r.sampling.best_of = 9;
        },
-       "best_of"},
+       "n must be at most"},
       {"beam_width over the cap", [](RequestSpec& r) { r.sampling.beam_width = 9; }, "beam_width"},
       {"negative prompt token", [](RequestSpec& r) { r.prompt[3] = -5; }, "token"},
       {"negative stop token", [](RequestSpec& r) { r.sampling.stop_token_ids = {4, -1}; },
-       "stop_token_ids"},
+       "stop_token_ids[1] must be non-negative"},
+      {"top_k -2", [](RequestSpec& r) { r.sampling.top_k = -2; }, "or 0 or -1 to disable it"},
   };
   for (const BadRequestCase& bad : cases) {
     RequestSpec spec = MakeRequest(1, 10, 4);
