@@ -120,6 +120,13 @@ bool ValidateGpuPagedKvLayer(const GpuPagedKvLayer& kv, std::string* error) {
   return true;
 }
 
+int32_t DecodeReadLength(int32_t max_context_len, int32_t sliding_window, int32_t block_size) {
+  if (sliding_window <= 0) return max_context_len;
+  // In int64: a window near INT32_MAX must not overflow.
+  return static_cast<int32_t>(
+      std::min<int64_t>(max_context_len, int64_t{sliding_window} + block_size - 1));
+}
+
 int32_t ChooseDecodePartition(int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
                               int32_t max_context_len, int32_t partition_tokens, int32_t num_sms,
                               CacheDtype dtype, GpuDecodeKernel kernel) {
@@ -202,13 +209,7 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
   const int32_t heads_per_thread = p.rows_per_cta > p.head_warps ? 2 : 1;
   if (int64_t{p.num_kv_heads} * p.row_chunks > INT32_MAX) return cudaErrorInvalidValue;
 
-  // Positions a sequence reads: under a window at most its last
-  // sliding_window ones, from the start of the block holding the first.
-  const int32_t read_len =
-      sliding_window > 0
-          ? static_cast<int32_t>(std::min<int64_t>(
-                max_context_len, int64_t{sliding_window} + kv.block_size - 1))  // no overflow
-          : max_context_len;
+  const int32_t read_len = DecodeReadLength(max_context_len, sliding_window, kv.block_size);
   const int32_t slice =
       partition_tokens == 0
           ? ChooseDecodePartition(num_seqs, num_heads, kv.num_kv_heads, read_len, 0,

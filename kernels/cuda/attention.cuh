@@ -85,6 +85,12 @@ enum class GpuDecodeKernel : int32_t { kAuto = 0, kSimt = 1, kTensorCores = 2 };
 // `dtype`: one per (sequence, KV head, chunk of query heads), chunks of 16
 // heads on tensor cores and of 8 on CUDA cores. Pure function (host),
 // exposed for tests.
+// Positions the decode reads of a context of up to max_context_len: under a
+// sliding window at most its last W, from the start of the block holding the
+// first (W + block_size - 1); else max_context_len. What the split cuts.
+// Pure function (host), exposed for tests.
+int32_t DecodeReadLength(int32_t max_context_len, int32_t sliding_window, int32_t block_size);
+
 int32_t ChooseDecodePartition(int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
                               int32_t max_context_len, int32_t partition_tokens, int32_t num_sms,
                               CacheDtype dtype, GpuDecodeKernel kernel);

@@ -256,11 +256,7 @@ void RunCase(const Case& c) {
     CHECK_CUDA(gpu::PagedAttentionDecode(dq.data(), kv, dev_tables, dctx.data(), max_ctx,
                                          c.num_heads(), scale, ws, ws_bytes, dout.data(), nullptr,
                                          c.partition_tokens, c.kernel, c.sliding_window));
-    // What the decode slices under a window: the positions it reads.
-    const int32_t read_len =
-        c.sliding_window > 0
-            ? static_cast<int32_t>(std::min<int64_t>(max_ctx, int64_t{c.sliding_window} + bs - 1))
-            : max_ctx;
+    const int32_t read_len = gpu::DecodeReadLength(max_ctx, c.sliding_window, bs);
     const int32_t slice = gpu::ChooseDecodePartition(n, c.num_heads(), c.num_kv_heads, read_len,
                                                      c.partition_tokens, g_sms, c.dtype, c.kernel);
     detail += "slice=" + std::to_string(slice) + " ";
@@ -314,6 +310,19 @@ struct Heads {
   int32_t kv, group;
 };
 constexpr Heads kHeads[] = {{4, 1}, {8, 4}, {1, 8}, {2, 3}, {2, 2}, {1, 16}, {2, 5}, {1, 1}};
+
+// A case of this shape, with no contexts yet.
+Case ShapedCase(CacheDtype dtype, int32_t head_dim, int32_t block_size, Heads heads,
+                float score_mult) {
+  Case c;
+  c.dtype = dtype;
+  c.head_dim = head_dim;
+  c.block_size = block_size;
+  c.num_kv_heads = heads.kv;
+  c.group = heads.group;
+  c.score_mult = score_mult;
+  return c;
+}
 
 void CheckInvalidArgs() {
   const std::string name = "invalid_args";
@@ -377,16 +386,10 @@ void CheckSlidingWindows(std::mt19937& rng, uint32_t& seed) {
     for (int32_t hd : {64, 128, 256}) {
       const int32_t bs = hd == 64 ? 8 : hd == 128 ? 16 : 32;
       for (int32_t window : {1, bs - 1, bs + 3, 37, 1000}) {
-        const Heads h = kHeads[variant % std::size(kHeads)];
-        Case c;
-        c.dtype = dtype;
-        c.head_dim = hd;
-        c.block_size = bs;
-        c.num_kv_heads = h.kv;
-        c.group = h.group;
-        c.sliding_window = window;
-        c.score_mult = (variant / std::size(kHeads)) % 2 ? 6.0f : 1.0f;
+        Case c = ShapedCase(dtype, hd, bs, kHeads[variant % std::size(kHeads)],
+                            (variant / std::size(kHeads)) % 2 ? 6.0f : 1.0f);
         ++variant;
+        c.sliding_window = window;
         // Lengths: shorter than, equal to and one past the window; a window
         // starting at the last position of a block (the decode then masks
         // bs - 1 read positions: whole warps of the tensor-core decode at
@@ -432,14 +435,7 @@ int Main() {
   for (CacheDtype dtype : dtypes) {
     for (int32_t hd : {64, 128, 256}) {
       for (int32_t bs : {8, 16, 32}) {
-        const Heads h = kHeads[pick_heads(rng)];
-        Case c;
-        c.dtype = dtype;
-        c.head_dim = hd;
-        c.block_size = bs;
-        c.num_kv_heads = h.kv;
-        c.group = h.group;
-        c.score_mult = (seed % 2) ? 1.0f : 6.0f;
+        Case c = ShapedCase(dtype, hd, bs, kHeads[pick_heads(rng)], (seed % 2) ? 1.0f : 6.0f);
         // Decode: a few sequences (auto partition kicks in for long ones),
         // then the same batch forced to slices of 3 blocks and never split.
         const int32_t seqs = std::uniform_int_distribution<int32_t>(1, 5)(rng);
@@ -498,13 +494,8 @@ int Main() {
   for (CacheDtype dtype : {CacheDtype::kFloat16, CacheDtype::kBFloat16}) {
     for (int32_t hd : {64, 128, 256}) {
       for (int32_t group : {1, 2, 7, 16, 24}) {
-        Case c;
-        c.dtype = dtype;
-        c.head_dim = hd;
-        c.block_size = 8 << (group % 3);
-        c.num_kv_heads = 2;
-        c.group = group;
-        c.score_mult = (seed % 2) ? 1.0f : 6.0f;
+        Case c = ShapedCase(dtype, hd, 8 << (group % 3), Heads{2, group},
+                            (seed % 2) ? 1.0f : 6.0f);
         for (int32_t s = 0; s < 3; ++s) c.context_lens.push_back(PickContext(c.block_size, rng));
         c.seed = seed++;
         c.kernel = group == 1 ? gpu::GpuDecodeKernel::kTensorCores : gpu::GpuDecodeKernel::kAuto;

@@ -135,5 +135,15 @@ TEST(GpuPagedKvLayerTest, ChecksNameTheProblem) {
   EXPECT_NE(error.find("num_kv_heads"), std::string::npos) << error;
 }
 
+// Under a window the decode reads at most W + block_size - 1 positions (from
+// the block holding the first visible one); without one, the whole context.
+TEST(CudaAttentionHostTest, DecodeReadLengthIsTheWindowPlusPartOfABlock) {
+  EXPECT_EQ(DecodeReadLength(1000, 0, 16), 1000);
+  EXPECT_EQ(DecodeReadLength(1000, 7, 16), 22);
+  EXPECT_EQ(DecodeReadLength(10, 7, 16), 10);
+  EXPECT_EQ(DecodeReadLength(5000, 4096, 32), 4127);
+  EXPECT_EQ(DecodeReadLength(1 << 20, INT32_MAX, 32), 1 << 20);  // no overflow
+}
+
 }  // namespace
 }  // namespace folio::kernels::gpu
