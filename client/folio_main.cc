@@ -2,6 +2,7 @@
 // + one CPU worker in this process). Serving commands (serve, generate,
 // bench) come with the cluster.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "client/commands.h"
+#include "client/logit_bias_flag.h"
 #include "client/offline_engine.h"
 #include "common/incremental_detokenizer.h"
 #include "common/openmp_env.h"
@@ -28,6 +30,8 @@ Sampling:
   --seed S            per-request seed (deterministic sampling)
   --n N  --best-of N  --beam-width K  --length-penalty L
   --ignore-eos        --stop-token-id ID (repeatable)
+  --min-tokens N      no EOS or stop token before N tokens (0)
+  --logit-bias ID=B   add B in [-100, 100] to token ID's logit (repeatable)
   --logprobs N        with --json: the N most likely tokens at each position
                       (raw model log-probs, as vLLM reports them)
 Engine:
@@ -44,8 +48,8 @@ Exit status: 0 when every request was served, 1 when some failed (each is
 still printed, with its error), 2 for bad flags or a model that cannot load.
 
 A prompts file holds one JSON object per line: {"prompt": "..."} or
-{"prompt_token_ids": [...]}, optionally with "max_tokens", "temperature", "top_p",
-"top_k", "seed", "n", "logprobs".
+{"prompt_token_ids": [...]}, optionally with "max_tokens", "min_tokens",
+"temperature", "top_p", "top_k", "seed", "n", "logprobs".
 )";
 
 [[noreturn]] void Fail(const std::string& message) {
@@ -107,6 +111,13 @@ Flags Parse(int argc, char** argv) {
     else if (flag == "--ignore-eos") s.ignore_eos = true;
     else if (flag == "--logprobs") s.logprobs = Number<int32_t>(flag, value());
     else if (flag == "--stop-token-id") s.stop_token_ids.push_back(Number<TokenId>(flag, value()));
+    else if (flag == "--min-tokens") s.min_tokens = Number<int32_t>(flag, value());
+    else if (flag == "--logit-bias") {
+      const std::string v = value();
+      const std::optional<TokenBias> bias = ParseLogitBiasFlag(v);
+      if (!bias.has_value()) Fail("--logit-bias needs ID=BIAS, got '" + v + "'");
+      s.logit_bias.push_back(*bias);
+    }
     else if (flag == "--block-size") e.block_size = Number<int32_t>(flag, value());
     else if (flag == "--kv-cache-mb") e.kv_cache_bytes = Number<int64_t>(flag, value()) << 20;
     else if (flag == "--num-device-blocks") e.num_device_blocks = Number<int32_t>(flag, value());
@@ -123,6 +134,17 @@ Flags Parse(int argc, char** argv) {
     } else Fail("unknown flag " + flag + " (see folio run --help)");
   }
   if (!best_of_set && f.sampling.beam_width == 1) f.sampling.best_of = f.sampling.n;
+  // As the server does: ascending tokens, the last value given for a token.
+  std::vector<TokenBias>& biases = f.sampling.logit_bias;
+  std::stable_sort(biases.begin(), biases.end(),
+                   [](const TokenBias& a, const TokenBias& b) { return a.token < b.token; });
+  for (size_t i = 0; i + 1 < biases.size();) {
+    if (biases[i].token == biases[i + 1].token) {
+      biases.erase(biases.begin() + i);
+    } else {
+      ++i;
+    }
+  }
   if (f.engine.model_dir.empty()) Fail("--model is required");
   if (f.prompt.has_value() == !f.prompts_file.empty()) {
     Fail("give exactly one of --prompt and --prompts-file");
@@ -168,6 +190,7 @@ std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
     num("top_p", r.sampling.top_p);
     num("top_k", r.sampling.top_k);
     num("logprobs", r.sampling.logprobs);
+    num("min_tokens", r.sampling.min_tokens);
     if (j.contains("seed")) {
       if (!j["seed"].is_number_unsigned()) Fail(where + "seed must be a non-negative integer");
       r.sampling.seed = j["seed"].get<uint64_t>();

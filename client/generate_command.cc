@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
+#include "client/logit_bias_flag.h"
 #include "common/flags.h"
 #include "folio/v1/generation.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -64,7 +65,9 @@ int GenerateMain(int argc, char** argv) {
   double temperature = 1.0, top_p = 1.0, min_p = 0.0, repetition_penalty = 1.0,
          presence_penalty = 0.0, frequency_penalty = 0.0, timeout_s = 600, wait_s = 0;
   bool ignore_eos = false, json = false, token_ids_only = false;
-  std::vector<std::string> stops, stop_token_ids;
+  bool include_stop = false, skip_special_tokens = true;
+  int64_t min_tokens = 0;
+  std::vector<std::string> stops, stop_token_ids, logit_biases;
   std::string api_key, tls_ca, tls_server_name, tls_client_cert, tls_client_key;
   bool tls = false;
   FlagSet flags;
@@ -91,6 +94,12 @@ int GenerateMain(int argc, char** argv) {
   flags.Strings("stop", &stops, "stop string");
   flags.Strings("stop-token-id", &stop_token_ids, "stop token id");
   flags.Bool("ignore-eos", &ignore_eos, "keep going past end-of-sequence");
+  flags.Int("min-tokens", &min_tokens, "no EOS, stop token or stop string before this many tokens");
+  flags.Strings("logit-bias", &logit_biases, "ID=BIAS, added to that token's logit ([-100, 100])");
+  flags.Bool("include-stop-str-in-output", &include_stop,
+             "keep the stop string, stop token or EOS that ended the text");
+  flags.Bool("skip-special-tokens", &skip_special_tokens,
+             "leave special tokens out of the text (--skip-special-tokens=false shows them)");
   flags.Int("logprobs", &logprobs, "top log-probs per token; -1 = none");
   flags.Int("priority", &priority, "lower runs sooner (priority scheduling)");
   flags.String("request-id", &request_id, "client-chosen id (for Abort)");
@@ -150,6 +159,17 @@ int GenerateMain(int argc, char** argv) {
     sp->add_stop_token_ids(id);
   }
   sp->set_ignore_eos(ignore_eos);
+  sp->set_min_tokens(static_cast<uint32_t>(std::max<int64_t>(0, min_tokens)));
+  for (const std::string& s : logit_biases) {
+    const std::optional<TokenBias> bias = ParseLogitBiasFlag(s);
+    if (!bias.has_value()) {
+      std::fprintf(stderr, "folio generate: --logit-bias needs ID=BIAS, got '%s'\n", s.c_str());
+      return 2;
+    }
+    (*sp->mutable_logit_bias())[bias->token] = bias->bias;
+  }
+  sp->set_include_stop_str_in_output(include_stop);
+  if (!skip_special_tokens) sp->set_skip_special_tokens(false);
   if (logprobs >= 0) sp->set_logprobs(static_cast<uint32_t>(logprobs));
   sp->set_priority(static_cast<int32_t>(priority));
 

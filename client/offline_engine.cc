@@ -76,6 +76,13 @@ absl::StatusOr<std::vector<OfflineEngine::Result>> OfflineEngine::Generate(
         break;
       }
     }
+    for (const TokenBias& b : in.sampling.logit_bias) {
+      if (s.ok() && b.token >= config.vocab_size) {
+        s = absl::InvalidArgumentError(absl::StrCat("logit_bias token id ", b.token,
+                                                    " is out of vocabulary (size ",
+                                                    config.vocab_size, ")"));
+      }
+    }
     spec.sampling = in.sampling;
     spec.eos_token_ids = config.eos_token_ids;
     results[i].prompt_token_ids = spec.prompt;

@@ -181,6 +181,12 @@ void ToProto(const SamplingParams& p, v1::SequenceSamplingParams* out) {
   out->set_max_tokens(p.max_tokens);
   out->set_ignore_eos(p.ignore_eos);
   out->mutable_stop_token_ids()->Add(p.stop_token_ids.begin(), p.stop_token_ids.end());
+  out->set_min_tokens(p.min_tokens);
+  out->mutable_end_token_ids()->Add(p.end_token_ids.begin(), p.end_token_ids.end());
+  for (const TokenBias& b : p.logit_bias) {
+    out->add_logit_bias_tokens(b.token);
+    out->add_logit_bias_values(b.bias);
+  }
 }
 
 absl::Status FromProto(const v1::SequenceSamplingParams& in, SamplingParams* out) {
@@ -204,6 +210,17 @@ absl::Status FromProto(const v1::SequenceSamplingParams& in, SamplingParams* out
   out->max_tokens = in.max_tokens();
   out->ignore_eos = in.ignore_eos();
   CopyRepeated(in.stop_token_ids(), &out->stop_token_ids);
+  out->min_tokens = in.min_tokens();
+  CopyRepeated(in.end_token_ids(), &out->end_token_ids);
+  if (in.logit_bias_tokens_size() != in.logit_bias_values_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logit_bias_tokens has ", in.logit_bias_tokens_size(),
+                     " entries but logit_bias_values has ", in.logit_bias_values_size()));
+  }
+  out->logit_bias.clear();
+  for (int i = 0; i < in.logit_bias_tokens_size(); ++i) {
+    out->logit_bias.push_back({in.logit_bias_tokens(i), in.logit_bias_values(i)});
+  }
   return ValidateSamplingParams(*out);
 }
 

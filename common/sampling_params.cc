@@ -42,6 +42,26 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
     }
   }
   if (!std::isfinite(p.length_penalty)) return bad("length_penalty must be finite");
+  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens) {
+    return bad("min_tokens must be in [0, max_tokens (", p.max_tokens, ")], got ", p.min_tokens);
+  }
+  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+    const TokenBias& b = p.logit_bias[i];
+    if (b.token < 0) return bad("logit_bias has a negative token id, ", b.token);
+    if (!(std::fabs(b.bias) <= kMaxLogitBias)) {
+      return bad("logit_bias[", b.token, "] must be in [-", kMaxLogitBias, ", ", kMaxLogitBias,
+                 "], got ", b.bias);
+    }
+    if (i > 0 && b.token <= p.logit_bias[i - 1].token) {
+      return bad("logit_bias tokens must be ascending and distinct, got ", b.token, " after ",
+                 p.logit_bias[i - 1].token);
+    }
+  }
+  for (size_t i = 0; i < p.end_token_ids.size(); ++i) {
+    if (p.end_token_ids[i] < 0) {
+      return bad("end_token_ids[", i, "] must be non-negative, got ", p.end_token_ids[i]);
+    }
+  }
   for (size_t i = 0; i < p.stop_token_ids.size(); ++i) {
     if (p.stop_token_ids[i] < 0) {
       return bad("stop_token_ids[", i, "] must be non-negative, got ", p.stop_token_ids[i]);

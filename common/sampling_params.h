@@ -15,6 +15,16 @@ namespace folio {
 // Top alternatives a request may ask for per token (vLLM's default cap).
 inline constexpr int32_t kMaxLogprobs = 20;
 
+// A bias added to one token's logit before sampling (OpenAI's logit_bias).
+struct TokenBias {
+  TokenId token = 0;
+  float bias = 0.0f;
+  friend bool operator==(const TokenBias&, const TokenBias&) = default;
+};
+
+// Largest |logit_bias| a request may set (OpenAI's range).
+inline constexpr float kMaxLogitBias = 100.0f;
+
 struct SamplingParams {
   // Sampling distribution (applied by the worker's sampler).
   float temperature = 1.0f;  // 0 = greedy
@@ -26,6 +36,8 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   std::optional<uint64_t> seed;  // deterministic per (seed, sequence, position)
   int32_t logprobs = 0;          // how many top alternatives to return per token
+  // Added to the logits before the penalties; ascending, distinct tokens.
+  std::vector<TokenBias> logit_bias;
 
   // Fan-out: n returned sequences sampled from best_of candidates, or beam
   // search with beam_width beams (beam_width > 1 excludes n/best_of > 1).
@@ -36,8 +48,16 @@ struct SamplingParams {
 
   // Stop conditions.
   int32_t max_tokens = 16;
+  // No EOS, stop token id or stop string ends a sequence with fewer output
+  // tokens; the sampler bans end_token_ids until then.
+  int32_t min_tokens = 0;
   bool ignore_eos = false;
   std::vector<TokenId> stop_token_ids;
+  // Not set by clients: the scheduler fills it when it admits a request with
+  // min_tokens > 0 (the model's EOS ids unless ignore_eos, then
+  // stop_token_ids), so workers know what to ban without knowing the model's
+  // EOS.
+  std::vector<TokenId> end_token_ids;
 
   bool UsesBeamSearch() const { return beam_width > 1; }
   // Sequences alive at once after the prompt: best_of samples or the beams.

@@ -66,6 +66,14 @@ absl::Status Scheduler::AddRequest(RequestSpec spec) {
         "expected_output_len is required by the ", ReservationPolicyName(config_.reservation),
         " reservation policy"));
   }
+  // What the workers ban until min_tokens: every token that would end it.
+  spec.sampling.end_token_ids.clear();
+  if (spec.sampling.min_tokens > 0) {
+    if (!spec.sampling.ignore_eos) spec.sampling.end_token_ids = spec.eos_token_ids;
+    spec.sampling.end_token_ids.insert(spec.sampling.end_token_ids.end(),
+                                       spec.sampling.stop_token_ids.begin(),
+                                       spec.sampling.stop_token_ids.end());
+  }
   auto request = std::make_unique<Request>();
   request->arrival = next_arrival_++;
   request->seqs.push_back(

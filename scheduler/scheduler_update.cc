@@ -193,8 +193,13 @@ void Scheduler::ApplyBeamStep(Request& r, std::span<const SampledSequence> s) {
     cumulative.push_back(seq->cumulative_logprob());
     candidates.push_back(samples->tokens);
   }
-  std::vector<TokenId> end_tokens = sp.ignore_eos ? std::vector<TokenId>{} : r.spec.eos_token_ids;
-  end_tokens.insert(end_tokens.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
+  // Beams grow together: before min_tokens no token ends one (the workers
+  // ban them; a banned candidate could only come back from a tiny vocabulary).
+  std::vector<TokenId> end_tokens;
+  if (s.front().seq->num_output_tokens() + 1 >= sp.min_tokens) {
+    if (!sp.ignore_eos) end_tokens = r.spec.eos_token_ids;
+    end_tokens.insert(end_tokens.end(), sp.stop_token_ids.begin(), sp.stop_token_ids.end());
+  }
   const BeamSelection sel = SelectBeams(cumulative, candidates, sp.beam_width, end_tokens);
   r.fanned_out = true;
 
@@ -274,12 +279,12 @@ void Scheduler::ApplyBeamStep(Request& r, std::span<const SampledSequence> s) {
 FinishReason Scheduler::StopReason(const Request& r, const Sequence& seq) const {
   const SamplingParams& sp = r.spec.sampling;
   const TokenId last = seq.tokens().back();
-  if (!sp.ignore_eos && std::find(r.spec.eos_token_ids.begin(), r.spec.eos_token_ids.end(),
-                                  last) != r.spec.eos_token_ids.end()) {
-    return FinishReason::kEos;
-  }
-  if (std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), last) !=
-      sp.stop_token_ids.end()) {
+  auto holds = [last](const std::vector<TokenId>& ids) {
+    return std::find(ids.begin(), ids.end(), last) != ids.end();
+  };
+  const bool may_end = seq.num_output_tokens() >= sp.min_tokens;
+  if (may_end && !sp.ignore_eos && holds(r.spec.eos_token_ids)) return FinishReason::kEos;
+  if (may_end && holds(sp.stop_token_ids)) {
     return FinishReason::kStop;
   }
   if (seq.num_output_tokens() >= sp.max_tokens || seq.num_tokens() >= config_.max_model_len) {

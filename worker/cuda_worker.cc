@@ -373,7 +373,7 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
     req.sequence_index = m.index;
     req.mode = work.sample_mode;
     req.num_samples = work.num_samples;
-    sampling_.Add(sampler_.RowParams(req, &row_keys_));
+    sampling_.Add(sampler_.RowParams(req, &row_scratch_));
     sampled_ids.push_back(work.seq_id);
   }
   const int32_t rows = static_cast<int32_t>(sampling_.rows.size());
@@ -388,12 +388,17 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
                                                    kg::kGpuMaxTopLogprobs));
   }
 
-  // Inputs: rows | history | keys, one pinned staging buffer, one upload.
+  // Inputs: rows | history | keys | bias ids | bias values, one pinned
+  // staging buffer, one upload.
   const size_t rows_bytes = sizeof(kg::GpuSamplingRow) * sampling_.rows.size();
   const size_t history_bytes = sizeof(int32_t) * sampling_.history.size();
   const size_t keys_bytes = sizeof(uint64_t) * sampling_.keys.size();
+  const size_t bias_ids_bytes = sizeof(int32_t) * sampling_.bias_ids.size();
+  const size_t bias_values_bytes = sizeof(float) * sampling_.bias_values.size();
   const size_t history_at = Align(rows_bytes), keys_at = history_at + Align(history_bytes);
-  const size_t in_bytes = keys_at + Align(keys_bytes);
+  const size_t bias_ids_at = keys_at + Align(keys_bytes);
+  const size_t bias_values_at = bias_ids_at + Align(bias_ids_bytes);
+  const size_t in_bytes = bias_values_at + Align(bias_values_bytes);
   if (absl::Status s = ToAbsl(sampling_staging_.Reserve(in_bytes, "sampling staging"), "CudaWorker");
       !s.ok()) {
     return s;
@@ -406,6 +411,10 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
   std::memcpy(staging, sampling_.rows.data(), rows_bytes);
   if (history_bytes > 0) std::memcpy(staging + history_at, sampling_.history.data(), history_bytes);
   if (keys_bytes > 0) std::memcpy(staging + keys_at, sampling_.keys.data(), keys_bytes);
+  if (bias_ids_bytes > 0) {
+    std::memcpy(staging + bias_ids_at, sampling_.bias_ids.data(), bias_ids_bytes);
+    std::memcpy(staging + bias_values_at, sampling_.bias_values.data(), bias_values_bytes);
+  }
   if (absl::Status s = CudaError(cudaMemcpyAsync(sampling_inputs_.data(), staging, in_bytes,
                                                  cudaMemcpyHostToDevice, stream),
                                  "sampling inputs upload");
@@ -447,6 +456,11 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
   in.history_size = static_cast<int64_t>(sampling_.history.size());
   in.keys_dev = keys_bytes > 0 ? reinterpret_cast<const uint64_t*>(dev_in + keys_at) : nullptr;
   in.num_samples = num_samples;
+  if (bias_ids_bytes > 0) {
+    in.bias_ids_dev = reinterpret_cast<const int32_t*>(dev_in + bias_ids_at);
+    in.bias_values_dev = reinterpret_cast<const float*>(dev_in + bias_values_at);
+  }
+  in.num_biases = sampling_.num_biases();
   uint8_t* dev_out = sampling_outputs_.data();
   kg::GpuSamplingOutputs out;
   out.tokens = reinterpret_cast<int32_t*>(dev_out);

@@ -14,10 +14,10 @@
 //           forward pass, the logits (rank 0), and sampling of the logits
 //           rows (kernels/cuda/sampling.cuh).
 // What crosses the PCIe bus per step: the batch's index arrays (one packed
-// upload), the sampling rows/history/keys (rank 0), swapped KV blocks to and
-// from the pinned host pool, and back to the host only the sampled tokens,
-// their log-probs and top-N lists; never a logits row. Tensor parallelism
-// sums and gathers device memory through an NCCL Communicator
+// upload), the sampling rows/history/keys/biases (rank 0), swapped KV blocks
+// to and from the pinned host pool, and back to the host only the sampled
+// tokens, their log-probs and top-N lists; never a logits row. Tensor
+// parallelism sums and gathers device memory through an NCCL Communicator
 // (worker/nccl_communicator.h).
 //
 // Only in builds with CUDA (library folio_worker_cuda).
@@ -144,9 +144,10 @@ class CudaWorker final : public ModelWorker {
   ForwardBatch batch_;
   std::vector<const MirroredSequence*> batch_seqs_;
   std::vector<kernels::BlockPair> swap_out_, swap_in_, copies_;
-  std::vector<uint64_t> row_keys_;
+  Sampler::RowScratch row_scratch_;
   kernels::gpu::GpuSamplingBatch sampling_;
-  gpu::PinnedBuffer<uint8_t> sampling_staging_;   // rows | history | keys, uploaded at once
+  // rows | history | keys | bias ids | bias values, uploaded at once
+  gpu::PinnedBuffer<uint8_t> sampling_staging_;
   gpu::DeviceBuffer<uint8_t> sampling_inputs_;    // the same bytes on the device
   gpu::DeviceBuffer<uint8_t> sampling_workspace_;
   gpu::DeviceBuffer<uint8_t> sampling_outputs_;   // tokens | logprobs | top ids | top logprobs

@@ -1,5 +1,8 @@
 #include "worker/sampler.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "common/check.h"
 
 namespace folio {
@@ -9,8 +12,30 @@ void LogSoftmax(std::span<const float> in, std::span<float> out) {
   kernels::cpu::LogSoftmax(in, out);
 }
 
+namespace {
+
+// The request's logit_bias with its end tokens banned (-inf) while fewer than
+// min_tokens tokens are out: ascending, distinct tokens.
+void RowBiases(const SamplingParams& p, size_t num_output_tokens,
+               std::vector<kernels::cpu::LogitBias>* out) {
+  out->clear();
+  for (const TokenBias& b : p.logit_bias) out->push_back({b.token, b.bias});
+  if (num_output_tokens >= static_cast<size_t>(p.min_tokens) || p.end_token_ids.empty()) return;
+  for (TokenId t : p.end_token_ids) out->push_back({t, -std::numeric_limits<float>::infinity()});
+  // A ban overrides a bias on the same token: sort bans first within a token.
+  std::stable_sort(out->begin(), out->end(), [](const auto& a, const auto& b) {
+    return a.token != b.token ? a.token < b.token : a.bias < b.bias;
+  });
+  out->erase(std::unique(out->begin(), out->end(),
+                         [](const auto& a, const auto& b) { return a.token == b.token; }),
+             out->end());
+}
+
+}  // namespace
+
 kernels::cpu::SamplingRowParams Sampler::RowParams(const SamplingRequest& r,
-                                                   std::vector<uint64_t>* keys) const {
+                                                   RowScratch* scratch) const {
+  std::vector<uint64_t>* keys = &scratch->keys;
   const SamplingParams& p = *r.params;
   kernels::cpu::SamplingRowParams row;
   row.temperature = p.temperature;
@@ -40,13 +65,15 @@ kernels::cpu::SamplingRowParams Sampler::RowParams(const SamplingRequest& r,
     }
   }
   row.keys = *keys;
+  RowBiases(p, r.output_tokens.size(), &scratch->biases);
+  row.biases = scratch->biases;
   return row;
 }
 
 std::vector<SampledToken> Sampler::Sample(const SamplingRequest& r) {
   FOLIO_CHECK(r.params != nullptr);
   FOLIO_CHECK(!r.logits.empty());
-  const kernels::cpu::SamplingRowParams row = RowParams(r, &keys_);
+  const kernels::cpu::SamplingRowParams row = RowParams(r, &scratch_);
   core_.Sample(r.logits, row, &samples_, &top_);
 
   std::vector<TokenLogprob> top;

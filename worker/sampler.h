@@ -30,9 +30,9 @@ struct SamplingRequest {
 // Rank 0's sampler. Log-probs are always of the raw model distribution
 // (log-softmax of the unprocessed logits), as vLLM reports them by default
 // (its logprobs_mode "raw_logprobs"), not of the processed distribution the
-// token was drawn from; sampling applies penalties, temperature, top-k,
-// top-p and min-p in that order. Greedy (temperature 0) picks the lowest id
-// among equal maxima.
+// token was drawn from; sampling applies logit biases (with min_tokens'
+// bans), penalties, temperature, top-k, top-p and min-p in that order.
+// Greedy (temperature 0) picks the lowest id among equal maxima.
 //
 // Top log-probs: when params->logprobs = N > 0, every kSample token carries
 // the N most likely tokens of that same raw distribution, best first (ties:
@@ -53,15 +53,23 @@ class Sampler {
   // num_samples most likely tokens under the penalized distribution, best first.
   std::vector<SampledToken> Sample(const SamplingRequest& request);
 
-  // The core's parameters for `request`, its sampling keys written to
-  // `keys` (which the result's keys span borrows), one per sample.
+  // What a row's parameters borrow: its sampling keys, one per sample, and
+  // its logit biases (the request's logit_bias, plus -inf on its
+  // end_token_ids while fewer than min_tokens tokens are out).
+  struct RowScratch {
+    std::vector<uint64_t> keys;
+    std::vector<kernels::cpu::LogitBias> biases;
+  };
+
+  // The core's parameters for `request`; the spans borrow `scratch`, which
+  // must outlive their use.
   kernels::cpu::SamplingRowParams RowParams(const SamplingRequest& request,
-                                            std::vector<uint64_t>* keys) const;
+                                            RowScratch* scratch) const;
 
  private:
   const uint64_t default_seed_;
   kernels::cpu::RowSampler core_;
-  std::vector<uint64_t> keys_;
+  RowScratch scratch_;
   std::vector<kernels::cpu::ScoredToken> samples_;
   std::vector<kernels::cpu::ScoredToken> top_;
 };

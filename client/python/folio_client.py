@@ -43,7 +43,8 @@ FINISH_REASONS = {0: None, 1: "length", 2: "stop", 3: "eos", 4: "abort", 5: "err
 _SAMPLING_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
     "frequency_penalty", "seed", "n", "best_of", "beam_width", "length_penalty", "max_tokens",
-    "ignore_eos", "logprobs", "priority", "cache_salt",
+    "min_tokens", "ignore_eos", "logprobs", "priority", "cache_salt",
+    "include_stop_str_in_output", "skip_special_tokens",
 )
 
 
@@ -176,8 +177,11 @@ class FolioClient:
                 time.sleep(0.05)
 
     def request(self, prompt=None, token_ids=None, stop=(), stop_token_ids=(), request_id=None,
-                **sampling):
-        """Builds a GenerateRequest; unknown sampling keywords raise TypeError."""
+                logit_bias=None, **sampling):
+        """Builds a GenerateRequest; unknown sampling keywords raise TypeError.
+
+        logit_bias: {token_id: bias} added to those logits, as in OpenAI's API.
+        """
         req = self.pb.GenerateRequest()
         if request_id is not None:
             req.request_id = request_id
@@ -193,6 +197,8 @@ class FolioClient:
                 setattr(sp, key, value)
         sp.stop.extend(stop)
         sp.stop_token_ids.extend(stop_token_ids)
+        for token, bias in (logit_bias or {}).items():
+            sp.logit_bias[int(token)] = bias
         return req
 
     def stream_raw(self, req):

@@ -33,6 +33,18 @@ void LogSoftmax(std::span<const float> in, std::span<float> out) {
   for (size_t i = 0; i < in.size(); ++i) out[i] = (in[i] - max) - log_sum;
 }
 
+void ApplyLogitBiases(const SamplingRowParams& p, std::span<float> logits) {
+  const int32_t vocab = static_cast<int32_t>(logits.size());
+  for (const LogitBias& b : p.biases) {
+    if (b.token >= 0 && b.token < vocab) logits[b.token] += b.bias;
+  }
+}
+
+void ProcessLogits(const SamplingRowParams& p, std::span<float> logits) {
+  ApplyLogitBiases(p, logits);
+  ApplyPenalties(p, logits);
+}
+
 void ApplyPenalties(const SamplingRowParams& p, std::span<float> logits) {
   const bool repetition = p.repetition_penalty != 1.0f;
   const bool additive = p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
@@ -150,10 +162,10 @@ void RowSampler::Sample(std::span<const float> logits, const SamplingRowParams& 
   logprobs_.resize(vocab);
   LogSoftmax(logits, logprobs_);
   penalized_.assign(logits.begin(), logits.end());
-  ApplyPenalties(p, penalized_);
+  ProcessLogits(p, penalized_);
 
   if (p.mode == SamplingMode::kBeam) {
-    // Beam search ranks by the (penalized) model distribution.
+    // Beam search ranks by the processed (biased, penalized) distribution.
     LogSoftmax(penalized_, penalized_);
     TopTokens(penalized_, p.num_samples, &scratch_, samples);
     return;

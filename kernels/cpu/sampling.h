@@ -6,7 +6,9 @@
 // Per logits row:
 //  - log-probs reported for chosen tokens and top-N lists are of the RAW model
 //    distribution (log-softmax of the unprocessed logits);
-//  - sampling applies, in order: penalties (repetition over every token seen
+//  - sampling applies, in order: logit biases (x += bias; -inf bans a token,
+//    as min_tokens does with the tokens that would end the sequence), then
+//    penalties (repetition over every token seen
 //    in prompt + output, once each; presence/frequency over output counts),
 //    then greedy (temperature 0: argmax, lowest id among equal maxima), or:
 //    candidates sorted by penalized logit descending (ties: lower id first),
@@ -14,8 +16,8 @@
 //    whose mass reaches p, at least one token), min-p (drop tokens below
 //    min_p times the most likely), then one cumulative search per sample with
 //    u = (key >> 11) * 2^-53 * total mass kept;
-//  - beam candidates: the num_samples best tokens of the penalized
-//    log-softmax, best first (ties: lower id first), with those log-probs.
+//  - beam candidates: the num_samples best tokens of the processed (biased
+//    and penalized) log-softmax, best first (ties: lower id first), with those log-probs.
 //
 // Thread-safety: free functions are pure; RowSampler is thread-compatible
 // (one per thread: it keeps scratch buffers).
@@ -33,6 +35,13 @@ enum class SamplingMode : int32_t {
   kBeam = 1,    // the num_samples most likely tokens of the penalized distribution
 };
 
+// One additive edit of a logit, before the penalties: OpenAI's logit_bias,
+// or -inf to ban a token.
+struct LogitBias {
+  int32_t token = 0;
+  float bias = 0.0f;
+};
+
 // One row's sampling problem. Plain data; spans are borrowed for the call.
 struct SamplingRowParams {
   float temperature = 1.0f;  // 0 = greedy
@@ -42,6 +51,9 @@ struct SamplingRowParams {
   float repetition_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  // Added to the logits before the penalties. REQUIRES: distinct tokens;
+  // tokens outside [0, vocab) are ignored.
+  std::span<const LogitBias> biases;
   // Token history; ids outside [0, vocab) are ignored.
   std::span<const int32_t> prompt_tokens;
   std::span<const int32_t> output_tokens;
@@ -55,6 +67,8 @@ struct SamplingRowParams {
   bool HasPenalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }
+  // Whether the logits sampling sees differ from the raw ones.
+  bool ProcessesLogits() const { return HasPenalties() || !biases.empty(); }
 };
 
 struct ScoredToken {
@@ -78,9 +92,15 @@ inline double KeyToUnit(uint64_t key) { return static_cast<double>(key >> 11) * 
 // `out` may alias `in`. REQUIRES: in.size() == out.size() > 0.
 void LogSoftmax(std::span<const float> in, std::span<float> out);
 
+// x += bias for every p.biases entry.
+void ApplyLogitBiases(const SamplingRowParams& p, std::span<float> logits);
+
 // Repetition (prompt + output tokens, once each: x > 0 ? x / r : x * r), then
 // presence/frequency over output counts: x -= frequency * count + presence.
 void ApplyPenalties(const SamplingRowParams& p, std::span<float> logits);
+
+// What sampling sees: ApplyLogitBiases, then ApplyPenalties.
+void ProcessLogits(const SamplingRowParams& p, std::span<float> logits);
 
 // The first index of the largest value. REQUIRES: !v.empty().
 int32_t ArgMax(std::span<const float> v);
@@ -113,7 +133,7 @@ class RowSampler {
   // kSample: samples gets num_samples tokens with their raw log-probs and
   // top gets the min(num_top_logprobs, vocab) best raw log-probs (empty when
   // 0). kBeam: samples gets the min(num_samples, vocab) candidates with their
-  // penalized log-probs; top is cleared. REQUIRES: !logits.empty().
+  // processed log-probs; top is cleared. REQUIRES: !logits.empty().
   void Sample(std::span<const float> logits, const SamplingRowParams& p,
               std::vector<ScoredToken>* samples, std::vector<ScoredToken>* top);
 

@@ -23,13 +23,19 @@ enum RowKind : int32_t {
   kGreedy = 1,      // argmax, done by PrepareKernel
   kSelectDraw = 2,  // top_k <= kGpuSelectMax: block top-k, then the draw
   kSortDraw = 3,    // full segmented sort, then the draw
-  kSelectBeam = 4,  // block top-n of the penalized log-softmax
-  kSortBeam = 5,    // full sort of the penalized log-softmax
+  kSelectBeam = 4,  // block top-n of the processed log-softmax
+  kSortBeam = 5,    // full sort of the processed log-softmax
 };
 
 __host__ __device__ inline bool HasPenalties(const GpuSamplingRow& r) {
   return r.repetition_penalty != 1.0f || r.presence_penalty != 0.0f ||
          r.frequency_penalty != 0.0f;
+}
+
+// Whether the logits sampling sees differ from the raw ones (biases or
+// penalties): those rows' processed logits live in keys_in.
+__host__ __device__ inline bool ProcessesLogits(const GpuSamplingRow& r) {
+  return HasPenalties(r) || r.num_biases > 0;
 }
 
 __host__ __device__ inline RowKind Classify(const GpuSamplingRow& r, int32_t vocab) {
@@ -53,7 +59,7 @@ struct RowStats {
 
 // Where each piece of the workspace lives.
 struct Workspace {
-  float* keys_in;     // [rows][vocab]: penalized logits, then sort keys
+  float* keys_in;     // [rows][vocab]: processed logits, then sort keys
   int32_t* vals_in;   // [rows][vocab]: penalty scratch, then sort values (ids)
   float* keys_out;    // [rows][vocab]: sorted keys
   int32_t* vals_out;  // [rows][vocab]: sorted ids
@@ -235,7 +241,7 @@ __device__ void BlockTopN(ValueFn value, int32_t size, int32_t n, float* out_v, 
   __syncthreads();
 }
 
-// Candidates sorted best first: values (penalized logits) and token ids.
+// Candidates sorted best first: values (processed logits) and token ids.
 struct Sorted {
   const float* v;
   const int32_t* id;
@@ -375,12 +381,14 @@ __device__ void DrawRow(Sorted c, int32_t k0, const GpuSamplingRow& row, const u
   }
 }
 
-// One CTA per row: raw log-softmax statistics; the penalized row (into
-// keys_in, for rows with a penalty that draw or rank); greedy rows' tokens;
-// penalized log-softmax statistics of beam rows.
+// One CTA per row: raw log-softmax statistics; the processed row (into
+// keys_in, for rows with biases or a penalty that draw or rank: biases, then
+// penalties, as cpu::ProcessLogits); greedy rows' tokens; processed
+// log-softmax statistics of beam rows.
 __global__ void __launch_bounds__(kPrepareThreads)
     PrepareKernel(const float* __restrict__ logits, int32_t vocab,
                   const GpuSamplingRow* __restrict__ rows, const int32_t* __restrict__ history,
+                  const int32_t* __restrict__ bias_ids, const float* __restrict__ bias_values,
                   Workspace ws, GpuSamplingOutputs out) {
   using B = Block<kPrepareThreads>;
   __shared__ typename B::Shared sh;
@@ -394,11 +402,22 @@ __global__ void __launch_bounds__(kPrepareThreads)
   LogSoftmaxStats<kPrepareThreads>([&](int32_t i) { return L[i]; }, vocab, sh, &st.raw_max,
                                    &st.raw_log_sum);
   const float* P = L;
-  if (kind != kNone && HasPenalties(row)) {
+  if (kind != kNone && ProcessesLogits(row)) {
     float* pen = ws.keys_in + row_base;
     int32_t* scratch = ws.vals_in + row_base;  // per-token flags and counts
     for (int32_t i = threadIdx.x; i < vocab; i += kPrepareThreads) pen[i] = L[i];
     __syncthreads();
+    if (row.num_biases > 0) {
+      // x += bias in float, as the CPU (ids are distinct: one thread each).
+      const int32_t* ids = bias_ids + row.bias_offset;
+      const float* values = bias_values + row.bias_offset;
+      for (int32_t j = threadIdx.x; j < row.num_biases; j += kPrepareThreads) {
+        const int32_t t = ids[j];
+        if (t >= 0 && t < vocab) pen[t] = __fadd_rn(pen[t], values[j]);
+      }
+      __syncthreads();
+    }
+    // Then the penalties (each part only when set, as cpu::ApplyPenalties).
     const int32_t* prompt = history + row.history_offset;
     const int32_t* output = prompt + row.num_prompt_tokens;
     const int32_t seen = row.num_prompt_tokens + row.num_output_tokens;
@@ -478,8 +497,7 @@ __global__ void FillSortKernel(const float* __restrict__ logits, int32_t vocab,
     ws.seg_end[r] = static_cast<int32_t>(IsSortKind(kind) ? row_base + vocab : row_base);
   }
   if (!IsSortKind(kind)) return;
-  const bool penalized = HasPenalties(row);
-  const float* P = penalized ? ws.keys_in + row_base : logits + row_base;
+  const float* P = ProcessesLogits(row) ? ws.keys_in + row_base : logits + row_base;
   const RowStats st = ws.stats[r];
   float* keys = ws.keys_in + row_base;  // may be P itself: same element, same thread
   int32_t* ids = ws.vals_in + row_base;
@@ -507,7 +525,7 @@ __global__ void __launch_bounds__(kFinishThreads)
   const RowKind kind = Classify(row, vocab);
   const int64_t row_base = int64_t{r} * vocab;
   const float* L = logits + row_base;
-  const float* P = HasPenalties(row) ? ws.keys_in + row_base : L;
+  const float* P = ProcessesLogits(row) ? ws.keys_in + row_base : L;
   const RowStats st = ws.stats[r];
 
   if (out.max_top > 0) {
@@ -576,6 +594,11 @@ bool ValidRow(const GpuSamplingRow& r, const GpuSamplingInputs& in, int32_t max_
     return false;
   }
   if (r.num_top_logprobs < 0 || r.num_top_logprobs > max_top) return false;
+  if (r.num_biases < 0) return false;
+  if (r.num_biases > 0 &&
+      (r.bias_offset < 0 || int64_t{r.bias_offset} + r.num_biases > in.num_biases)) {
+    return false;
+  }
   if (HasPenalties(r)) {
     if (r.history_offset < 0 || r.num_prompt_tokens < 0 || r.num_output_tokens < 0 ||
         r.history_offset + r.num_prompt_tokens + r.num_output_tokens > in.history_size ||
@@ -602,12 +625,13 @@ cudaError_t SampleRows(const GpuSamplingInputs& in, void* workspace, size_t work
   const int32_t rows = static_cast<int32_t>(std::min<size_t>(in.rows.size(), INT32_MAX));
   if (in.rows.empty()) return cudaSuccess;
   if (!RowsAndVocabOk(rows, in.vocab) || in.logits == nullptr || in.rows_dev == nullptr ||
-      in.num_samples < 0 || in.history_size < 0 || out.max_top < 0 ||
+      in.num_samples < 0 || in.history_size < 0 || in.num_biases < 0 || out.max_top < 0 ||
       out.max_top > kGpuMaxTopLogprobs || workspace == nullptr) {
     return cudaErrorInvalidValue;
   }
   if ((in.num_samples > 0 && (out.tokens == nullptr || out.logprobs == nullptr)) ||
       (in.history_size > 0 && in.history_dev == nullptr) ||
+      (in.num_biases > 0 && (in.bias_ids_dev == nullptr || in.bias_values_dev == nullptr)) ||
       (out.max_top > 0 && (out.top_ids == nullptr || out.top_logprobs == nullptr))) {
     return cudaErrorInvalidValue;
   }
@@ -629,7 +653,8 @@ cudaError_t SampleRows(const GpuSamplingInputs& in, void* workspace, size_t work
   Layout(rows, in.vocab, cub_bytes, static_cast<char*>(workspace), &ws);
 
   PrepareKernel<<<rows, kPrepareThreads, 0, stream>>>(in.logits, in.vocab, in.rows_dev,
-                                                      in.history_dev, ws, out);
+                                                      in.history_dev, in.bias_ids_dev,
+                                                      in.bias_values_dev, ws, out);
   if ((err = cudaGetLastError()) != cudaSuccess) return err;
   if (any_sort) {
     constexpr int kFillThreads = 256;
@@ -686,6 +711,8 @@ void GpuSamplingBatch::Clear() {
   rows.clear();
   history.clear();
   keys.clear();
+  bias_ids.clear();
+  bias_values.clear();
   max_top = 0;
 }
 
@@ -708,6 +735,12 @@ void GpuSamplingBatch::Add(const cpu::SamplingRowParams& p) {
     row.num_output_tokens = static_cast<int32_t>(p.output_tokens.size());
     history.insert(history.end(), p.prompt_tokens.begin(), p.prompt_tokens.end());
     history.insert(history.end(), p.output_tokens.begin(), p.output_tokens.end());
+  }
+  row.bias_offset = static_cast<int32_t>(bias_ids.size());
+  row.num_biases = static_cast<int32_t>(p.biases.size());
+  for (const cpu::LogitBias& b : p.biases) {
+    bias_ids.push_back(b.token);
+    bias_values.push_back(b.bias);
   }
   const bool draws = p.mode == cpu::SamplingMode::kSample && p.temperature != 0.0f;
   for (int32_t s = 0; s < row.num_samples; ++s) {

@@ -3,19 +3,22 @@
 // stay in device memory and only O(samples) bytes come back to the host.
 //
 // The algorithm is the CPU core's, step for step (see kernels/cpu/sampling.h):
-// raw log-softmax for reported log-probs; penalties; greedy = argmax of the
-// penalized logits, lowest id among equal maxima; otherwise candidates sorted
-// by penalized logit descending (ties: lower id first), top-k, softmax at T,
-// top-p, min-p, u = (key >> 11) * 2^-53 * total and a cumulative search;
-// top-N raw log-probs best first (ties: lower id first); beam candidates =
-// the best of the penalized log-softmax. Greedy tokens and beam/top-N id
-// lists are identical to the CPU's unless two values are within float
-// rounding of each other; sampled tokens are identical unless rounding of
-// the (differently ordered) sums moves u across a boundary; log-probs agree
-// to ~1e-6.
+// raw log-softmax for reported log-probs; the processed logits = logit
+// biases (x += bias in float, -inf bans a token), then penalties; greedy =
+// argmax of the processed logits, lowest id among equal maxima; otherwise
+// candidates sorted by processed logit descending (ties: lower id first),
+// top-k, softmax at T, top-p, min-p, u = (key >> 11) * 2^-53 * total and a
+// cumulative search; top-N raw log-probs best first (ties: lower id first);
+// beam candidates = the best of the processed log-softmax. Greedy tokens and
+// beam/top-N id lists are identical to the CPU's unless two values are within
+// float rounding of each other (the biases and penalties round as on the
+// CPU: no FMA); sampled tokens are identical unless rounding of the
+// (differently ordered) sums moves u across a boundary; log-probs agree to
+// ~1e-6.
 //
 // How rows run: one CTA per row computes the raw log-softmax statistics and
-// the penalties, and finishes greedy rows (argmax) at once. Rows drawing with
+// the processed row (biases, then penalties; only for rows that have either),
+// and finishes greedy rows (argmax) at once. Rows drawing with
 // top_k in [1, kGpuSelectMax] and beam rows with num_samples <= kGpuSelectMax
 // select their candidates with a block-level top-N (no sort); other drawing
 // rows are sorted with cub::DeviceSegmentedRadixSort (stable: ids ascending
@@ -61,12 +64,17 @@ struct GpuSamplingRow {
   int64_t history_offset = 0;
   int32_t num_prompt_tokens = 0;
   int32_t num_output_tokens = 0;
+  // Logit biases: GpuSamplingInputs::bias_ids_dev/bias_values_dev[bias_offset,
+  // + num_biases), applied before the penalties. REQUIRES distinct ids; ids
+  // outside [0, vocab) are ignored; bias_offset is not read when num_biases
+  // is 0.
+  int32_t bias_offset = 0;
+  int32_t num_biases = 0;
   // Outputs tokens/logprobs[sample_offset, + num_samples) and keys at the
   // same indices (kSample with temperature > 0 reads them).
   int32_t num_samples = 1;
   int32_t sample_offset = 0;
   int32_t num_top_logprobs = 0;  // kSample only; <= GpuSamplingOutputs::max_top
-  int32_t reserved = 0;
 };
 static_assert(std::is_trivially_copyable_v<GpuSamplingRow> &&
               std::is_standard_layout_v<GpuSamplingRow>);
@@ -74,8 +82,8 @@ static_assert(std::is_trivially_copyable_v<GpuSamplingRow> &&
 // Device outputs.
 //  - tokens/logprobs [num_samples]: per row, kSample: the drawn tokens and
 //    their RAW log-probs; kBeam: the candidates best first with their
-//    PENALIZED log-probs; slots past min(num_samples, vocab) of a beam row
-//    get token -1, log-prob -inf.
+//    PROCESSED (biased and penalized) log-probs; slots past
+//    min(num_samples, vocab) of a beam row get token -1, log-prob -inf.
 //  - top_ids/top_logprobs [rows][max_top]: the min(num_top_logprobs, vocab)
 //    best raw log-probs of a kSample row, best first; the remaining slots
 //    (all of a kBeam row's) get id -1, log-prob -inf. May be null when
@@ -99,6 +107,10 @@ struct GpuSamplingInputs {
   int64_t history_size = 0;
   const uint64_t* keys_dev = nullptr;    // device, num_samples keys
   int32_t num_samples = 0;               // size of keys and of tokens/logprobs
+  // Device, num_biases entries each: the rows' logit biases (token, bias).
+  const int32_t* bias_ids_dev = nullptr;
+  const float* bias_values_dev = nullptr;
+  int32_t num_biases = 0;
 };
 
 // Scratch bytes SampleRows needs for `rows` x `vocab` (about 16 bytes per
@@ -123,12 +135,16 @@ cudaError_t CopySamplingOutputsToHost(const GpuSamplingOutputs& out, int32_t row
 
 // Host-side packing of a batch from the CPU core's per-row parameters (the
 // keys come in cpu::SamplingRowParams::keys, made by cpu::SamplingKey, so
-// the GPU draws with the CPU's keys). Upload rows, history and keys as they
-// are; GpuSamplingInputs::rows can point at `rows`.
+// the GPU draws with the CPU's keys). Upload rows, history, keys and biases
+// as they are; GpuSamplingInputs::rows can point at `rows`.
 struct GpuSamplingBatch {
   std::vector<GpuSamplingRow> rows;
   std::vector<int32_t> history;  // only rows with a penalty add theirs
   std::vector<uint64_t> keys;    // one per output slot (0 where unused)
+  // Every row's p.biases in order (ids as given: the kernels skip those
+  // outside [0, vocab)).
+  std::vector<int32_t> bias_ids;
+  std::vector<float> bias_values;
   int32_t max_top = 0;           // largest num_top_logprobs of a kSample row
 
   void Clear();
@@ -136,6 +152,7 @@ struct GpuSamplingBatch {
   // p.keys.size() >= p.num_samples when p samples with temperature > 0.
   void Add(const cpu::SamplingRowParams& p);
   int32_t num_samples() const { return static_cast<int32_t>(keys.size()); }
+  int32_t num_biases() const { return static_cast<int32_t>(bias_ids.size()); }
 };
 
 }  // namespace folio::kernels::gpu

@@ -1,5 +1,7 @@
 #include "scheduler/server/generate_request.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/sampling_params.h"
 
@@ -31,6 +33,15 @@ absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in) {
   }
   p.ignore_eos = in.ignore_eos();
   p.stop_token_ids.assign(in.stop_token_ids().begin(), in.stop_token_ids().end());
+  if (in.min_tokens() > static_cast<uint32_t>(p.max_tokens)) {  // before it can wrap
+    return Invalid("sampling_params.min_tokens",
+                   absl::StrCat("must be at most max_tokens (", p.max_tokens, "), got ",
+                                in.min_tokens()));
+  }
+  p.min_tokens = static_cast<int32_t>(in.min_tokens());
+  for (const auto& [token, bias] : in.logit_bias()) p.logit_bias.push_back({token, bias});
+  std::sort(p.logit_bias.begin(), p.logit_bias.end(),
+            [](const TokenBias& a, const TokenBias& b) { return a.token < b.token; });
   // Unsigned counts beyond int32 would wrap: name them before they do.
   for (auto [name, value] : {std::pair{"n", in.n()}, std::pair{"best_of", in.best_of()},
                              std::pair{"beam_width", in.beam_width()}}) {
@@ -100,10 +111,20 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
                                   limits.vocab_size, ")"));
     }
   }
+  for (const TokenBias& b : sampling->logit_bias) {
+    if (b.token >= limits.vocab_size) {
+      return Invalid(absl::StrCat("sampling_params.logit_bias[", b.token, "]"),
+                     absl::StrCat("names a token outside the vocabulary [0, ", limits.vocab_size,
+                                  ")"));
+    }
+  }
   for (int i = 0; i < sp.stop_size(); ++i) {
     if (sp.stop(i).empty()) return Invalid(absl::StrCat("sampling_params.stop[", i, "]"), "must not be empty");
   }
   out.stop_strings.assign(sp.stop().begin(), sp.stop().end());
+  out.text.include_stop = sp.include_stop_str_in_output();
+  out.text.skip_special_tokens = !sp.has_skip_special_tokens() || sp.skip_special_tokens();
+  out.text.min_tokens = sampling->min_tokens;
   if (sp.has_logprobs()) out.logprobs = sampling->logprobs;
 
   out.spec.sampling = std::move(*sampling);

@@ -10,6 +10,7 @@
 #include "common/tokenizer.h"
 #include "folio/v1/generation.pb.h"
 #include "scheduler/request.h"
+#include "scheduler/server/sequence_text.h"
 
 namespace folio {
 
@@ -25,6 +26,7 @@ struct RequestLimits {
 struct ParsedRequest {
   RequestSpec spec;
   std::vector<std::string> stop_strings;
+  TextOptions text;
   std::optional<int32_t> logprobs;   // unset: no log-probs in the stream
   std::optional<std::string> request_id;  // the client's, when given
 };

@@ -21,6 +21,7 @@ RequestStream::RequestStream(std::string request_id, const Tokenizer& tokenizer,
     : request_id_(std::move(request_id)),
       tokenizer_(tokenizer),
       stop_strings_(request.stop_strings),
+      text_options_(request.text),
       logprobs_(request.logprobs),
       num_prompt_tokens_(static_cast<uint32_t>(request.spec.prompt.size())) {
   sequences_.resize(request.spec.sampling.n);
@@ -29,7 +30,9 @@ RequestStream::RequestStream(std::string request_id, const Tokenizer& tokenizer,
 RequestStream::SequenceState& RequestStream::StateFor(int32_t index) {
   if (static_cast<size_t>(index) >= sequences_.size()) sequences_.resize(index + 1);
   SequenceState& s = sequences_[index];
-  if (s.text == nullptr) s.text = std::make_unique<SequenceText>(tokenizer_, stop_strings_);
+  if (s.text == nullptr) {
+    s.text = std::make_unique<SequenceText>(tokenizer_, stop_strings_, text_options_);
+  }
   return s;
 }
 
@@ -61,11 +64,12 @@ bool RequestStream::ApplyDelta(const SequenceOutput& delta, v1::SequenceDelta* o
         }
       }
     }
-    // A stop token id ends the sequence without its text (as vLLM does); it
-    // is always the delta's last token.
-    const bool stop_token =
-        i + 1 == delta.token_ids.size() && delta.finish_reason == FinishReason::kStop;
-    if (!stop_token) text += s.text->Append(token);
+    // A stop token id or EOS ends the sequence without its text unless
+    // include_stop_str_in_output (as in vLLM); it is the delta's last token.
+    const bool end_token = i + 1 == delta.token_ids.size() &&
+                           (delta.finish_reason == FinishReason::kStop ||
+                            delta.finish_reason == FinishReason::kEos);
+    if (!end_token || text_options_.include_stop) text += s.text->Append(token);
     if (s.text->stopped()) s.reason = FinishReason::kStop;
   }
   s.cumulative_logprob = delta.cumulative_logprob - dropped_logprob;

@@ -75,6 +75,7 @@ class RequestStream {
   const std::string request_id_;
   const Tokenizer& tokenizer_;
   const std::vector<std::string> stop_strings_;
+  const TextOptions text_options_;
   const std::optional<int32_t> logprobs_;
   const uint32_t num_prompt_tokens_;
   std::vector<SequenceState> sequences_;  // by output index

@@ -31,6 +31,9 @@ SamplingParams FullParams() {
   p.max_tokens = 77;
   p.ignore_eos = true;
   p.stop_token_ids = {2, 13, 99};
+  p.min_tokens = 5;
+  p.end_token_ids = {1, 2, 13, 99};
+  p.logit_bias = {{3, -100.0f}, {40, 0.25f}};
   return p;
 }
 
@@ -51,6 +54,9 @@ void ExpectSameParams(const SamplingParams& a, const SamplingParams& b) {
   EXPECT_EQ(a.max_tokens, b.max_tokens);
   EXPECT_EQ(a.ignore_eos, b.ignore_eos);
   EXPECT_EQ(a.stop_token_ids, b.stop_token_ids);
+  EXPECT_EQ(a.min_tokens, b.min_tokens);
+  EXPECT_EQ(a.end_token_ids, b.end_token_ids);
+  EXPECT_EQ(a.logit_bias, b.logit_bias);
 }
 
 StepPlan FullPlan() {
@@ -257,6 +263,19 @@ TEST(PlanProtoTest, ValidationNamesTheField) {
   ExpectInvalid(
       [](v1::StepPlan& p) { p.mutable_new_sequences(0)->mutable_sampling()->set_max_tokens(0); },
       "max_tokens");
+  ExpectInvalid(
+      [](v1::StepPlan& p) { p.mutable_new_sequences(0)->mutable_sampling()->add_logit_bias_tokens(7); },
+      "logit_bias_tokens has 3 entries but logit_bias_values has 2");
+  ExpectInvalid(
+      [](v1::StepPlan& p) { p.mutable_new_sequences(0)->mutable_sampling()->set_min_tokens(-1); },
+      "min_tokens");
+  ExpectInvalid([](v1::StepPlan& p) {
+    v1::SequenceSamplingParams* s = p.mutable_new_sequences(0)->mutable_sampling();
+    s->add_logit_bias_tokens(9);
+    s->add_logit_bias_values(1.0f);
+    s->add_logit_bias_tokens(9);
+    s->add_logit_bias_values(2.0f);
+  }, "ascending and distinct");
   ExpectInvalid([](v1::StepPlan& p) { p.mutable_cached_sequences(1)->set_block_table_offset(-1); },
                 "cached_sequences[1].block_table_offset");
   ExpectInvalid([](v1::StepPlan& p) { p.mutable_cached_sequences(0)->set_block_ids(0, -1); },

@@ -1,10 +1,13 @@
 // GPU check: batched GPU sampling (kernels/cuda/sampling.cuh) against the CPU
 // core (kernels/cpu/sampling.h) on random logits with ties, vocabularies up to
 // 151936, and every class of parameters: greedy, temperature, top-k (select
-// and sort paths), top-p, min-p, penalties, several samples per row, top-N
+// and sort paths), top-p, min-p, penalties, logit biases (-inf bans, boosts
+// that move the argmax or tie it exactly, many biases, ids outside the
+// vocabulary; with and without penalties), several samples per row, top-N
 // log-probs, beam candidates (select and sort paths).
 //  - greedy tokens, top-N and beam id lists: identical (except entries whose
-//    CPU values tie within 1e-6, reported);
+//    CPU values tie within 1e-6, reported); greedy rows with bans or boosts
+//    must not pick the raw argmax (the biases bite);
 //  - sampled tokens: identical in >= 99% of the draws (count reported);
 //  - log-probs within 1e-4;
 //  - one row drawn with 20000 keys: the histogram matches the CPU's
@@ -29,6 +32,7 @@
 namespace folio::kernels {
 namespace {
 
+using cpu::LogitBias;
 using cpu::SamplingMode;
 using cpu::SamplingRowParams;
 using cpu::ScoredToken;
@@ -36,13 +40,18 @@ using cpu::ScoredToken;
 using gpu_check::DeviceArray;
 using gpu_check::Report;
 
+// The logit biases of a row (see MakeBiases).
+enum class BiasKind { kNone, kBan, kBoost, kMixed, kOutOfRange };
+
 // One row of a batch with the storage its params' spans borrow.
 struct Row {
   std::vector<float> logits;
   std::vector<int32_t> prompt, output;
   std::vector<uint64_t> keys;
+  std::vector<LogitBias> biases;
   SamplingRowParams p;  // its spans point into the vectors above
   std::string label;
+  BiasKind bias_kind = BiasKind::kNone;
 
   // Move-only: a copy would keep spans into the source's vectors (moving a
   // vector keeps its buffer, copying does not).
@@ -72,15 +81,17 @@ void RunGpu(const std::string& name, const std::vector<Row>& rows, int32_t vocab
   const int32_t total = batch.num_samples();
   const int32_t max_top = batch.max_top;
 
-  DeviceArray<float> d_logits, d_logprobs, d_top_lp;
+  DeviceArray<float> d_logits, d_logprobs, d_top_lp, d_bias_values;
   DeviceArray<gpu::GpuSamplingRow> d_rows;
-  DeviceArray<int32_t> d_history, d_tokens, d_top_ids;
+  DeviceArray<int32_t> d_history, d_tokens, d_top_ids, d_bias_ids;
   DeviceArray<uint64_t> d_keys;
   DeviceArray<uint8_t> d_ws;
   CHECK_CUDA(d_logits.AllocAndUpload(logits));
   CHECK_CUDA(d_rows.AllocAndUpload(batch.rows));
   CHECK_CUDA(d_history.AllocAndUpload(batch.history));
   CHECK_CUDA(d_keys.AllocAndUpload(batch.keys));
+  CHECK_CUDA(d_bias_ids.AllocAndUpload(batch.bias_ids));
+  CHECK_CUDA(d_bias_values.AllocAndUpload(batch.bias_values));
   CHECK_CUDA(d_tokens.Alloc(total));
   CHECK_CUDA(d_logprobs.Alloc(total));
   CHECK_CUDA(d_top_ids.Alloc(size_t(n_rows) * max_top));
@@ -104,6 +115,9 @@ void RunGpu(const std::string& name, const std::vector<Row>& rows, int32_t vocab
   in.history_size = static_cast<int64_t>(batch.history.size());
   in.keys_dev = d_keys.data();
   in.num_samples = total;
+  in.bias_ids_dev = d_bias_ids.data();
+  in.bias_values_dev = d_bias_values.data();
+  in.num_biases = batch.num_biases();
   gpu::GpuSamplingOutputs out;
   out.tokens = d_tokens.data();
   out.logprobs = d_logprobs.data();
@@ -187,7 +201,7 @@ void CompareRow(const Row& row, const RowResult& want, const RowResult& got, Tal
   cpu::LogSoftmax(row.logits, raw);
   if (row.p.mode == SamplingMode::kBeam) {
     std::vector<float> pen = row.logits;
-    cpu::ApplyPenalties(row.p, pen);
+    cpu::ProcessLogits(row.p, pen);
     cpu::LogSoftmax(pen, pen);
     CompareList(want.samples, got.samples, pen, t);
     if (!got.top.empty()) ++t->bad_list;
@@ -252,6 +266,91 @@ std::vector<int32_t> MakeHistory(int32_t vocab, int32_t len, std::mt19937& rng) 
   return h;
 }
 
+// Distinct-token biases (ids outside [0, vocab) distinct too) for `logits`:
+//  kBan: -inf on every raw maximum and 3 random tokens (greedy moves);
+//  kBoost: a token u lifted 2 above the maximum, the maxima lowered by 1.5,
+//    and where one is found a token whose biased logit ties u's exactly in
+//    float (lowest id wins on both devices only if both round alike);
+//  kMixed: min(vocab / 4, 2000) random biases in [-8, 8] (one in ten -inf),
+//    -inf on the raw maxima, +3 on masked (-inf) tokens, +0 on -0 tokens,
+//    and ids outside the vocabulary, shuffled;
+//  kOutOfRange: only ids outside the vocabulary (the row samples as raw).
+std::vector<LogitBias> MakeBiases(BiasKind kind, const std::vector<float>& logits,
+                                  std::mt19937& rng) {
+  std::vector<LogitBias> b;
+  if (kind == BiasKind::kNone) return b;
+  const int32_t vocab = static_cast<int32_t>(logits.size());
+  std::vector<bool> used(vocab, false);
+  auto add = [&](int32_t t, float bias) {
+    if (t >= 0 && t < vocab) {
+      if (used[t]) return false;
+      used[t] = true;
+    }
+    b.push_back({t, bias});
+    return true;
+  };
+  const float max = *std::max_element(logits.begin(), logits.end());
+  std::uniform_int_distribution<int32_t> pick(0, vocab - 1);
+  switch (kind) {
+    case BiasKind::kBan:
+      for (int32_t t = 0; t < vocab; ++t) {
+        if (logits[t] == max) add(t, -INFINITY);
+      }
+      for (int i = 0; i < 3; ++i) add(pick(rng), -INFINITY);
+      break;
+    case BiasKind::kBoost: {
+      int32_t u = pick(rng);
+      while (!(logits[u] < max) || std::isinf(logits[u])) u = pick(rng);
+      add(u, (max - logits[u]) + 2.0f);
+      for (int32_t t = 0; t < vocab; ++t) {
+        if (logits[t] == max) add(t, -1.5f);
+      }
+      const float target = logits[u] + b[0].bias;
+      for (int tries = 0; tries < 200; ++tries) {
+        const int32_t w = pick(rng);
+        if (used[w] || std::isinf(logits[w])) continue;
+        const float bias = target - logits[w];
+        if (logits[w] + bias == target) {
+          add(w, bias);
+          break;
+        }
+      }
+      break;
+    }
+    case BiasKind::kMixed: {
+      for (int32_t t = 0; t < vocab; ++t) {
+        if (logits[t] == max) add(t, -INFINITY);
+        if (std::isinf(logits[t])) add(t, 3.0f);
+        if (logits[t] == 0.0f && std::signbit(logits[t])) add(t, 0.0f);
+      }
+      std::uniform_real_distribution<float> value(-8.0f, 8.0f);
+      const int32_t n = std::min(vocab / 4, 2000);
+      for (int32_t i = 0; i < n; ++i) {
+        const int32_t t = pick(rng);
+        const float v = value(rng);
+        add(t, rng() % 10 == 0 ? -INFINITY : v);
+      }
+      add(-1, 5.0f);
+      add(vocab, 5.0f);
+      add(vocab + 7, -INFINITY);
+      add(INT32_MIN, 1.0f);
+      add(INT32_MAX, 1.0f);
+      std::shuffle(b.begin(), b.end(), rng);
+      break;
+    }
+    case BiasKind::kOutOfRange:
+      add(-1, 50.0f);
+      add(-100, -INFINITY);
+      add(vocab, 50.0f);
+      add(vocab + 1, -INFINITY);
+      add(INT32_MAX, 1.0f);
+      break;
+    case BiasKind::kNone:
+      break;
+  }
+  return b;
+}
+
 struct Combo {
   const char* label;
   float temperature;
@@ -285,10 +384,52 @@ const Combo kCombos[] = {
     {"beam100+pen", 1.0f, 0, 1.0f, 0.0f, true, 100, SamplingMode::kBeam, 0},
 };
 
-Row MakeRow(const Combo& c, int32_t vocab, bool coarse, uint64_t seed, std::mt19937& rng) {
+struct BiasCombo {
+  Combo combo;
+  BiasKind biases;
+};
+
+const BiasCombo kBiasCombos[] = {
+    {{"greedy+ban", 0.0f, 0, 1.0f, 0.0f, false, 1, SamplingMode::kSample, 3}, BiasKind::kBan},
+    {{"greedy+boost", 0.0f, 0, 1.0f, 0.0f, false, 2, SamplingMode::kSample, 0}, BiasKind::kBoost},
+    {{"greedy+pen+ban", 0.0f, 0, 1.0f, 0.0f, true, 1, SamplingMode::kSample, 0}, BiasKind::kBan},
+    {{"greedy+pen+mixed+lp5", 0.0f, 0, 1.0f, 0.0f, true, 1, SamplingMode::kSample, 5},
+     BiasKind::kMixed},
+    {{"greedy+oob", 0.0f, 0, 1.0f, 0.0f, false, 1, SamplingMode::kSample, 2},
+     BiasKind::kOutOfRange},
+    {{"topk1+boost", 1.0f, 1, 1.0f, 0.0f, false, 4, SamplingMode::kSample, 0}, BiasKind::kBoost},
+    {{"T1+topk40+mixed", 1.0f, 40, 1.0f, 0.0f, false, 8, SamplingMode::kSample, 3},
+     BiasKind::kMixed},
+    {{"T0.9+topk50+topp0.8+pen+ban", 0.9f, 50, 0.8f, 0.0f, true, 8, SamplingMode::kSample, 0},
+     BiasKind::kBan},
+    {{"T1+topk40+oob", 1.0f, 40, 1.0f, 0.0f, false, 8, SamplingMode::kSample, 0},
+     BiasKind::kOutOfRange},
+    {{"T0.8+topp0.9+mixed", 0.8f, 0, 0.9f, 0.0f, false, 8, SamplingMode::kSample, 0},
+     BiasKind::kMixed},
+    {{"T1.2+topk200+pen+ban", 1.2f, 200, 1.0f, 0.0f, true, 8, SamplingMode::kSample, 4},
+     BiasKind::kBan},
+    {{"T0.7+minp0.05+boost", 0.7f, 0, 1.0f, 0.05f, false, 8, SamplingMode::kSample, 0},
+     BiasKind::kBoost},
+    {{"T1+pen+mixed", 1.0f, 0, 1.0f, 0.0f, true, 8, SamplingMode::kSample, 0}, BiasKind::kMixed},
+    {{"lp_only+mixed", 1.0f, 0, 1.0f, 0.0f, false, 0, SamplingMode::kSample, 7},
+     BiasKind::kMixed},
+    {{"beam4+boost", 0.7f, 0, 1.0f, 0.0f, false, 4, SamplingMode::kBeam, 0}, BiasKind::kBoost},
+    {{"beam8+pen+mixed", 1.0f, 0, 1.0f, 0.0f, true, 8, SamplingMode::kBeam, 0},
+     BiasKind::kMixed},
+    {{"beam8+ban", 1.0f, 0, 1.0f, 0.0f, false, 8, SamplingMode::kBeam, 0}, BiasKind::kBan},
+    {{"beam100+pen+mixed", 1.0f, 0, 1.0f, 0.0f, true, 100, SamplingMode::kBeam, 0},
+     BiasKind::kMixed},
+    {{"beam100+oob", 1.0f, 0, 1.0f, 0.0f, false, 100, SamplingMode::kBeam, 0},
+     BiasKind::kOutOfRange},
+};
+
+Row MakeRow(const Combo& c, int32_t vocab, bool coarse, uint64_t seed, std::mt19937& rng,
+            BiasKind biases = BiasKind::kNone) {
   Row row;
   row.label = c.label;
   row.logits = MakeLogits(vocab, coarse, rng);
+  row.bias_kind = biases;
+  row.biases = MakeBiases(biases, row.logits, rng);
   row.prompt = MakeHistory(vocab, 40 + static_cast<int32_t>(rng() % 300), rng);
   row.output = MakeHistory(vocab, static_cast<int32_t>(rng() % 120), rng);
   // Make sure the penalties bite: the best tokens were generated before.
@@ -314,7 +455,19 @@ Row MakeRow(const Combo& c, int32_t vocab, bool coarse, uint64_t seed, std::mt19
   p.prompt_tokens = row.prompt;
   p.output_tokens = row.output;
   p.keys = row.keys;
+  p.biases = row.biases;
   return row;
+}
+
+// Whether a greedy row's biases should keep it off the raw argmax (bans and
+// boosts without penalties always do; with penalties, bans do).
+bool BiasMustMoveGreedy(const Row& row) {
+  if (row.p.mode != SamplingMode::kSample || row.p.temperature != 0.0f ||
+      row.p.num_samples <= 0) {
+    return false;
+  }
+  return row.bias_kind == BiasKind::kBan ||
+         (row.bias_kind == BiasKind::kBoost && !row.p.HasPenalties());
 }
 
 void CheckBatch(int32_t vocab, bool coarse, int reps, std::mt19937& rng, Tally* total) {
@@ -323,6 +476,9 @@ void CheckBatch(int32_t vocab, bool coarse, int reps, std::mt19937& rng, Tally* 
   uint64_t seed = 1000;
   for (int rep = 0; rep < reps; ++rep) {
     for (const Combo& c : kCombos) rows.push_back(MakeRow(c, vocab, coarse, seed++, rng));
+    for (const BiasCombo& c : kBiasCombos) {
+      rows.push_back(MakeRow(c.combo, vocab, coarse, seed++, rng, c.biases));
+    }
   }
   std::vector<RowResult> got;
   bool ok = false;
@@ -331,9 +487,15 @@ void CheckBatch(int32_t vocab, bool coarse, int reps, std::mt19937& rng, Tally* 
   Tally t;
   cpu::RowSampler sampler;
   std::map<std::string, int64_t> bad_by_label;
+  int64_t unmoved = 0;  // greedy rows whose bans/boosts did not bite (a check bug)
   for (size_t r = 0; r < rows.size(); ++r) {
     RowResult want;
     sampler.Sample(rows[r].logits, rows[r].p, &want.samples, &want.top);
+    if (BiasMustMoveGreedy(rows[r]) &&
+        (want.samples.empty() || want.samples[0].token == cpu::ArgMax(rows[r].logits))) {
+      ++unmoved;
+      ++bad_by_label[rows[r].label + " unmoved"];
+    }
     const Tally before = t;
     CompareRow(rows[r], want, got[r], &t);
     const int64_t bad = (t.bad_list - before.bad_list) + (t.bad_greedy - before.bad_greedy) +
@@ -348,10 +510,11 @@ void CheckBatch(int32_t vocab, bool coarse, int reps, std::mt19937& rng, Tally* 
                        "/" + std::to_string(t.listed) + " (ties " + std::to_string(t.listed_tie) +
                        ") bad_list=" + std::to_string(t.bad_list) + " bad_logprob=" +
                        std::to_string(t.bad_logprob) + " bad_range=" + std::to_string(t.bad_range) +
-                       " max_logprob_err=" + std::to_string(t.max_lp_err);
+                       " max_logprob_err=" + std::to_string(t.max_lp_err) +
+                       " bias_unmoved=" + std::to_string(unmoved);
   for (const auto& [label, n] : bad_by_label) detail += " [" + label + ": " + std::to_string(n) + "]";
   const bool pass = t.bad_greedy == 0 && t.bad_list == 0 && t.bad_logprob == 0 &&
-                    t.bad_range == 0 && t.drawn_same * 100 >= t.drawn * 99;
+                    t.bad_range == 0 && t.drawn_same * 100 >= t.drawn * 99 && unmoved == 0;
   Report(name, pass, detail);
   total->greedy += t.greedy;
   total->greedy_same += t.greedy_same;
@@ -363,10 +526,12 @@ void CheckBatch(int32_t vocab, bool coarse, int reps, std::mt19937& rng, Tally* 
 void CheckGreedyFastPath(int32_t vocab, std::mt19937& rng) {
   const std::string name = "greedy_fast_path vocab=" + std::to_string(vocab);
   std::vector<Row> rows;
+  const BiasKind kinds[] = {BiasKind::kNone, BiasKind::kBan, BiasKind::kBoost, BiasKind::kMixed,
+                            BiasKind::kOutOfRange};
   for (int i = 0; i < 64; ++i) {
     Combo c = kCombos[0];
     c.penalties = i % 2 == 1;
-    rows.push_back(MakeRow(c, vocab, i % 3 == 0, i, rng));
+    rows.push_back(MakeRow(c, vocab, i % 3 == 0, i, rng, kinds[(i / 2) % 5]));
   }
   std::vector<RowResult> got;
   bool ok = false;
@@ -381,14 +546,18 @@ void CheckGreedyFastPath(int32_t vocab, std::mt19937& rng) {
   }
   Report(name, t.bad_greedy == 0 && t.bad_logprob == 0 && t.bad_range == 0 && t.greedy == 64,
          "greedy_same=" + std::to_string(t.greedy_same) + "/" + std::to_string(t.greedy) +
-             " max_logprob_err=" + std::to_string(t.max_lp_err));
+             " max_logprob_err=" + std::to_string(t.max_lp_err) + " (rows with biases: " +
+             std::to_string(std::count_if(rows.begin(), rows.end(),
+                                          [](const Row& r) { return !r.biases.empty(); })) +
+             ")");
 }
 
 // One row drawn with `draws` different keys: GPU histogram vs the CPU's
 // distribution (chi-square over bins of expected count >= 5, the rest
 // pooled; bound df + 6 sqrt(2 df)), nothing outside the CPU's support, and
 // token-for-token agreement with the CPU's draws.
-void CheckDistribution(int32_t vocab, const Combo& c, int32_t draws, std::mt19937& rng) {
+void CheckDistribution(int32_t vocab, const Combo& c, int32_t draws, std::mt19937& rng,
+                       BiasKind biases = BiasKind::kNone) {
   const std::string name = std::string("distribution ") + c.label + " vocab=" +
                            std::to_string(vocab) + " draws=" + std::to_string(draws);
   Combo many = c;
@@ -397,13 +566,18 @@ void CheckDistribution(int32_t vocab, const Combo& c, int32_t draws, std::mt1993
   rows.push_back(MakeRow(many, vocab, false, 77, rng));
   std::normal_distribution<float> normal(0.0f, 1.5f);
   for (float& x : rows[0].logits) x = normal(rng);  // no masked/planted values here
+  if (biases != BiasKind::kNone) {  // made for the new logits
+    rows[0].bias_kind = biases;
+    rows[0].biases = MakeBiases(biases, rows[0].logits, rng);
+    rows[0].p.biases = rows[0].biases;
+  }
   std::vector<RowResult> got;
   bool ok = false;
   RunGpu(name, rows, vocab, &got, &ok);
   if (!ok) return;
   const Row& row = rows[0];
   std::vector<float> pen = row.logits;
-  cpu::ApplyPenalties(row.p, pen);
+  cpu::ProcessLogits(row.p, pen);
   cpu::DrawDistribution dist;
   cpu::PrepareDraw(pen, row.p, &dist);
   std::vector<double> expected(vocab, 0.0);
@@ -492,6 +666,35 @@ void CheckInvalidArgs() {
   ok = ok && expect_invalid([](R&, I& i, O&, size_t&) { i.keys_dev = nullptr; });
   ok = ok && expect_invalid([](R&, I& i, O&, size_t&) { i.logits = nullptr; });
   ok = ok && expect_invalid([](R&, I&, O& o, size_t&) { o.tokens = nullptr; });
+  // Biases: ranges within in.num_biases, device arrays when any.
+  const int32_t* ids = reinterpret_cast<const int32_t*>(uintptr_t{256});
+  const float* values = reinterpret_cast<const float*>(uintptr_t{512});
+  ok = ok && expect_invalid([](R& r, I&, O&, size_t&) { r.num_biases = 1; });  // in.num_biases 0
+  ok = ok && expect_invalid([](R& r, I&, O&, size_t&) { r.num_biases = -1; });
+  ok = ok && expect_invalid([](R&, I& i, O&, size_t&) { i.num_biases = -1; });
+  ok = ok && expect_invalid([](R&, I& i, O&, size_t&) { i.num_biases = 2; });  // null arrays
+  ok = ok && expect_invalid([&](R&, I& i, O&, size_t&) {
+    i.num_biases = 2;
+    i.bias_ids_dev = ids;  // values null
+  });
+  ok = ok && expect_invalid([&](R&, I& i, O&, size_t&) {
+    i.num_biases = 2;
+    i.bias_values_dev = values;  // ids null
+  });
+  ok = ok && expect_invalid([&](R& r, I& i, O&, size_t&) {
+    i.num_biases = 2;
+    i.bias_ids_dev = ids;
+    i.bias_values_dev = values;
+    r.bias_offset = 1;
+    r.num_biases = 2;  // past the end
+  });
+  ok = ok && expect_invalid([&](R& r, I& i, O&, size_t&) {
+    i.num_biases = 2;
+    i.bias_ids_dev = ids;
+    i.bias_values_dev = values;
+    r.bias_offset = -1;
+    r.num_biases = 1;
+  });
   Report(name, ok, "");
 }
 
@@ -517,6 +720,10 @@ int Run() {
                            SamplingMode::kSample, 0}, 20000, rng);
   CheckDistribution(32000, {"T1+topk50+minp0.05", 1.0f, 50, 1.0f, 0.05f, false, 0,
                             SamplingMode::kSample, 0}, 20000, rng);
+  CheckDistribution(1000, {"T1+mixed_biases", 1.0f, 0, 1.0f, 0.0f, false, 0,
+                           SamplingMode::kSample, 0}, 20000, rng, BiasKind::kMixed);
+  CheckDistribution(32000, {"T0.8+topk50+pen+boost", 0.8f, 50, 1.0f, 0.0f, true, 0,
+                            SamplingMode::kSample, 0}, 20000, rng, BiasKind::kBoost);
 
   std::printf("sampling_gpu_check: greedy identical %lld/%lld, sampled identical %lld/%lld\n",
               static_cast<long long>(total.greedy_same), static_cast<long long>(total.greedy),

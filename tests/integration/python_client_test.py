@@ -80,6 +80,26 @@ class PythonClientTest(unittest.TestCase):
         self.assertGreater(len(pieces), 1)
         self.assertEqual("".join(pieces), whole.sequences[0].text)
 
+    def test_logit_bias_min_tokens_and_text_options_reach_the_workers(self):
+        # A bias forces EOS; min_tokens holds it off for four tokens, which
+        # are then the model's own (the plan carries both to every rank).
+        case = self.cases[0]
+        eos = 2047
+        result = self.client.generate(case["prompt"], max_tokens=MAX_TOKENS, temperature=0.0,
+                                      logit_bias={eos: 100.0}, min_tokens=4,
+                                      include_stop_str_in_output=True, skip_special_tokens=False)
+        seq = result.sequences[0]
+        self.assertEqual(seq.token_ids, case["output_token_ids"][:4] + [eos])
+        self.assertEqual(seq.finish_reason, "eos")
+        self.assertTrue(seq.text.endswith("<|end_of_text|>"), seq.text)
+        plain = self.client.generate(case["prompt"], max_tokens=MAX_TOKENS, temperature=0.0,
+                                     logit_bias={eos: 100.0}, min_tokens=4)
+        self.assertEqual(plain.sequences[0].text, seq.text[:-len("<|end_of_text|>")])
+        with self.assertRaises(grpc.RpcError) as err:
+            self.client.generate("hello", logit_bias={5: 250.0})
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("sampling_params.logit_bias[5]", err.exception.details())
+
     def test_bad_input_is_invalid_argument_naming_the_field(self):
         with self.assertRaises(grpc.RpcError) as err:
             self.client.generate("hello", top_p=1.5)

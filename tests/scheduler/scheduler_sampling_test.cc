@@ -375,6 +375,55 @@ TEST(SchedulerSamplingTest, EosEndsASequenceUnlessIgnored) {
   ExpectDrained(*s);
 }
 
+// min_tokens: EOS and stop token ids end nothing before it (the simulated
+// worker does not ban them as the real sampler does, so they do come), and
+// the workers learn which tokens to ban.
+TEST(SchedulerSamplingTest, MinTokensHoldsOffEndTokens) {
+  SchedulerConfig c = TestConfig(128);
+  SimulatedWorker::Options wo = test::WorkerOptions(c);
+  wo.vocab_size = 8;
+  wo.eos_token_id = 2;
+  wo.eos_probability = 0.3;
+  auto s = test::MakeScheduler(c);
+  SimulatedWorker w(wo);
+  for (RequestId id = 0; id < 6; ++id) {
+    RequestSpec r = MakeRequest(id, 8 + id, 60);
+    r.eos_token_ids = {2};
+    r.sampling.ignore_eos = id % 2 == 1;
+    r.sampling.stop_token_ids = {5};
+    r.sampling.min_tokens = 12;
+    FOLIO_ASSERT_OK(s->AddRequest(r));
+    const Request* added = s->FindRequest(id);
+    ASSERT_NE(added, nullptr);
+    EXPECT_EQ(added->spec.sampling.end_token_ids,
+              r.sampling.ignore_eos ? std::vector<TokenId>{5} : (std::vector<TokenId>{2, 5}));
+  }
+  auto out = test::RunToCompletion(*s, w, 300);
+  FOLIO_ASSERT_OK(out.status());
+  int ended_early = 0, held_off = 0;
+  for (RequestId id = 0; id < 6; ++id) {
+    const std::vector<TokenId>& t = out->at(id).tokens();
+    ASSERT_GE(t.size(), 12u) << id;
+    // It ended at the first end token at or past position min_tokens.
+    const bool eos = id % 2 == 0;
+    auto ends = [&](TokenId x) { return x == 5 || (eos && x == 2); };
+    size_t first = 11;
+    while (first < t.size() && !ends(t[first])) ++first;
+    if (first < t.size()) {
+      EXPECT_EQ(t.size(), first + 1) << id;
+      EXPECT_EQ(out->at(id).reason(), t.back() == 2 ? FinishReason::kEos : FinishReason::kStop);
+      ++ended_early;
+    } else {
+      EXPECT_EQ(out->at(id).reason(), FinishReason::kLength) << id;
+    }
+    // End tokens that came before min_tokens did not end it.
+    held_off += std::any_of(t.begin(), t.begin() + 11, ends);
+  }
+  EXPECT_GT(ended_early, 0);
+  EXPECT_GT(held_off, 0);
+  ExpectDrained(*s);
+}
+
 TEST(SchedulerSamplingTest, StopTokenIdsEndWithStop) {
   SchedulerConfig c = TestConfig(64);
   SimulatedWorker::Options wo = test::WorkerOptions(c);

@@ -3,6 +3,8 @@
 
 #include "scheduler/server/generate_request.h"
 
+#include <limits>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server_test_util.h"
@@ -84,6 +86,37 @@ TEST_F(GenerateRequestTest, CarriesEverySetting) {
   EXPECT_EQ(*p->logprobs, 3);
   EXPECT_EQ(p->spec.priority, -2);
   EXPECT_EQ(p->spec.cache_salt, "tenant");
+  // The text options keep their defaults.
+  EXPECT_TRUE(p->text.skip_special_tokens);
+  EXPECT_FALSE(p->text.include_stop);
+  EXPECT_EQ(p->text.min_tokens, 0);
+  EXPECT_TRUE(p->spec.sampling.logit_bias.empty());
+}
+
+TEST_F(GenerateRequestTest, CarriesMinTokensLogitBiasAndTextOptions) {
+  v1::GenerateRequest r;
+  r.set_text("hello");
+  auto* s = r.mutable_sampling_params();
+  s->set_max_tokens(10);
+  s->set_min_tokens(4);
+  (*s->mutable_logit_bias())[900] = -100.0f;
+  (*s->mutable_logit_bias())[7] = 2.5f;
+  (*s->mutable_logit_bias())[2047] = 100.0f;
+  s->set_include_stop_str_in_output(true);
+  s->set_skip_special_tokens(false);
+  absl::StatusOr<ParsedRequest> p = Parse(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->spec.sampling.min_tokens, 4);
+  EXPECT_EQ(p->text.min_tokens, 4);
+  EXPECT_TRUE(p->text.include_stop);
+  EXPECT_FALSE(p->text.skip_special_tokens);
+  // Ascending by token, whatever order the map iterates in.
+  EXPECT_EQ(p->spec.sampling.logit_bias,
+            (std::vector<TokenBias>{{7, 2.5f}, {900, -100.0f}, {2047, 100.0f}}));
+  s->set_skip_special_tokens(true);
+  p = Parse(r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->text.skip_special_tokens);
 }
 
 TEST_F(GenerateRequestTest, ErrorsNameTheField) {
@@ -115,6 +148,20 @@ TEST_F(GenerateRequestTest, ErrorsNameTheField) {
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_logprobs(4294967295u); }),
                 "sampling_params.logprobs must be in [0, 20], got 4294967295");
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_n(4000000000u); }), "sampling_params.n");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_min_tokens(17); }),
+                "sampling_params.min_tokens must be at most max_tokens (16), got 17");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_min_tokens(4294967295u); }),
+                "sampling_params.min_tokens");
+  ExpectInvalid(with([](v1::SamplingParams& s) { (*s.mutable_logit_bias())[2048] = 1.0f; }),
+                "sampling_params.logit_bias[2048] names a token outside the vocabulary");
+  ExpectInvalid(with([](v1::SamplingParams& s) { (*s.mutable_logit_bias())[-3] = 1.0f; }),
+                "sampling_params.logit_bias has a negative token id, -3");
+  ExpectInvalid(with([](v1::SamplingParams& s) { (*s.mutable_logit_bias())[5] = 100.5f; }),
+                "sampling_params.logit_bias[5] must be in [-100, 100]");
+  ExpectInvalid(with([](v1::SamplingParams& s) {
+                  (*s.mutable_logit_bias())[5] = std::numeric_limits<float>::quiet_NaN();
+                }),
+                "sampling_params.logit_bias[5]");
 
   v1::GenerateRequest long_prompt;
   long_prompt.mutable_token_ids()->mutable_ids()->Resize(64, 7);

@@ -1,4 +1,6 @@
-// SequenceText: streaming detokenization with stop strings held back.
+// SequenceText: streaming detokenization with stop strings held back, and
+// the request's text options (include_stop_str_in_output, min_tokens,
+// skip_special_tokens).
 
 #include "scheduler/server/sequence_text.h"
 
@@ -25,8 +27,9 @@ class SequenceTextTest : public ::testing::Test {
 
   // Streams `ids` through a SequenceText; returns the concatenated output.
   static std::string Stream(const std::vector<TokenId>& ids, const std::vector<std::string>& stops,
-                            std::string* matched = nullptr, size_t* tokens_used = nullptr) {
-    SequenceText text(*tokenizer_, stops);
+                            std::string* matched = nullptr, size_t* tokens_used = nullptr,
+                            const TextOptions& options = {}) {
+    SequenceText text(*tokenizer_, stops, options);
     std::string out;
     size_t used = 0;
     for (TokenId id : ids) {
@@ -117,6 +120,98 @@ TEST_F(SequenceTextTest, RandomTextsAndStops) {
     ASSERT_NE(at, std::string::npos);
     EXPECT_TRUE(seq.stopped()) << "text '" << decoded << "' stop '" << stop << "'";
     EXPECT_EQ(out, decoded.substr(0, at)) << "text '" << decoded << "' stop '" << stop << "'";
+  }
+}
+
+
+TEST_F(SequenceTextTest, IncludeStopKeepsTheStopStringAndHoldsNothingBack) {
+  const std::string s = "And God said, Let there be light: and there was light.";
+  const std::vector<TokenId> ids = tokenizer_->Encode(s);
+  std::string matched;
+  TextOptions include;
+  include.include_stop = true;
+  EXPECT_EQ(Stream(ids, {"be light"}, &matched, nullptr, include), "And God said, Let there be light");
+  EXPECT_EQ(matched, "be light");
+  // Nothing is held back: after every token the stream is the decode so far.
+  SequenceText text(*tokenizer_, std::vector<std::string>{"no such stop"}, include);
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out += text.Append(ids[i]);
+    EXPECT_EQ(out, tokenizer_->Decode(std::span(ids).first(i + 1))) << "after token " << i;
+  }
+}
+
+TEST_F(SequenceTextTest, StopStringsCountFromMinTokensOn) {
+  const std::string s = "light and light and darkness";
+  const std::vector<TokenId> ids = tokenizer_->Encode(s);
+  // The token whose text completes the first "light".
+  int32_t first_end = 0;
+  while (tokenizer_->Decode(std::span(ids).first(first_end)).find("light") == std::string::npos) {
+    ++first_end;
+  }
+  TextOptions late;
+  late.min_tokens = first_end + 1;
+  std::string matched;
+  EXPECT_EQ(Stream(ids, {"light"}, &matched, nullptr, late), "light and ");
+  EXPECT_EQ(matched, "light");
+  late.min_tokens = first_end;  // the first one counts again
+  EXPECT_EQ(Stream(ids, {"light"}, nullptr, nullptr, late), "");
+  late.min_tokens = static_cast<int32_t>(ids.size()) + 1;  // none counts
+  EXPECT_EQ(Stream(ids, {"light"}, nullptr, nullptr, late), tokenizer_->Decode(ids));
+}
+
+TEST_F(SequenceTextTest, SpecialTokensShowOnlyWhenNotSkipped) {
+  const TokenId eot = 2047;  // <|end_of_text|>, special in the demo tokenizer
+  ASSERT_TRUE(tokenizer_->IsSpecial(eot));
+  std::vector<TokenId> ids = tokenizer_->Encode("the end");
+  ids.push_back(eot);
+  EXPECT_EQ(Stream(ids, {}), "the end");
+  TextOptions keep;
+  keep.skip_special_tokens = false;
+  EXPECT_EQ(Stream(ids, {}, nullptr, nullptr, keep), "the end<|end_of_text|>");
+  // A stop string can match a special token's text when it is shown.
+  std::string matched;
+  EXPECT_EQ(Stream(ids, {"<|end"}, &matched, nullptr, keep), "the end");
+}
+
+// The random check again with include_stop and min_tokens: the stream is the
+// decode cut at the end of the first occurrence of the stop that ends in the
+// text of a token at or past min_tokens.
+TEST_F(SequenceTextTest, RandomTextsStopsAndOptions) {
+  const std::string corpus =
+      "In the beginning God created the heaven and the earth. And the earth was without "
+      "form, and void; 我很感谢你的热情 and darkness was upon the face of the deep. ÄÖÜ ß";
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 400; ++iter) {
+    const size_t a = rng() % corpus.size(), len = 1 + rng() % 80;
+    const std::vector<TokenId> ids = tokenizer_->Encode(corpus.substr(a, len));
+    // Where each token's text ends in the streamed decode.
+    std::vector<size_t> ends;
+    SequenceText plain(*tokenizer_, std::span<const std::string>{});
+    std::string decoded;
+    for (TokenId id : ids) {
+      decoded += plain.Append(id);
+      ends.push_back(decoded.size());
+    }
+    decoded += plain.Finish();
+    if (decoded.empty()) continue;
+    const std::string stop = decoded.substr(rng() % decoded.size(), 1 + rng() % 6);
+    TextOptions options;
+    options.include_stop = rng() % 2 == 0;
+    options.min_tokens = static_cast<int32_t>(rng() % (ids.size() + 2));
+    size_t cut = std::string::npos;
+    for (size_t at = decoded.find(stop); at != std::string::npos; at = decoded.find(stop, at + 1)) {
+      const size_t end = at + stop.size();
+      const size_t token = std::lower_bound(ends.begin(), ends.end(), end) - ends.begin();
+      if (token < ends.size() && static_cast<int32_t>(token) + 1 >= options.min_tokens) {
+        cut = options.include_stop ? end : at;
+        break;
+      }
+    }
+    const std::string want = cut == std::string::npos ? decoded : decoded.substr(0, cut);
+    EXPECT_EQ(Stream(ids, {stop}, nullptr, nullptr, options), want)
+        << "text '" << decoded << "' stop '" << stop << "' min_tokens " << options.min_tokens
+        << " include " << options.include_stop;
   }
 }
 

@@ -448,6 +448,75 @@ TEST(SamplerTest, BeamCandidatesAreTopNDistinctBestFirst) {
   EXPECT_EQ(three[2].token_id, 0);
 }
 
+TEST(SamplerTest, LogitBiasShiftsGreedyAndDrawsButNotLogprobs) {
+  Sampler sampler(0);
+  const std::vector<float> logits = {2.0f, 1.0f, 0.5f, 0.0f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logit_bias = {{1, 1.5f}};  // 1.0 + 1.5 = 2.5 > 2.0
+  std::vector<SampledToken> out = sampler.Sample(MakeRequest(logits, p));
+  EXPECT_EQ(out[0].token_id, 1);
+  EXPECT_NEAR(out[0].logprob, RefLogSoftmax(logits)[1], 1e-5);  // the model's, unbiased
+  p.logit_bias = {{0, -100.0f}, {3, 1.9f}};  // 0 -> -98, 3 -> 1.9
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p))[0].token_id, 3);
+  // Out-of-vocabulary ids are ignored.
+  p.logit_bias = {{99, 50.0f}};
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p))[0].token_id, 0);
+
+  // Draws follow the biased distribution: bias ln(3) triples token 2's odds.
+  SamplingParams draw;
+  draw.logit_bias = {{2, static_cast<float>(std::log(3.0))}};
+  std::vector<float> biased = ShuffledLogits();
+  biased[2] += static_cast<float>(std::log(3.0));
+  ExpectFollows(Histogram(ShuffledLogits(), draw, 4000), RefDistribution(biased, SamplingParams()));
+}
+
+TEST(SamplerTest, LogitBiasComesBeforeTheRepetitionPenalty) {
+  Sampler sampler(0);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.repetition_penalty = 2.0f;
+  p.logit_bias = {{0, 1.0f}};
+  const std::vector<TokenId> seen = {0};
+  // Bias first: (1 + 1) / 2 = 1.0 < 1.2; penalty first would give 0.5 + 1 = 1.5 > 1.2.
+  const std::vector<float> logits = {1.0f, 1.2f};
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p, seen))[0].token_id, 1);
+}
+
+TEST(SamplerTest, MinTokensBansEndTokensUntilEnoughAreOut) {
+  Sampler sampler(0);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.min_tokens = 2;
+  p.end_token_ids = {0, 2};
+  p.logit_bias = {{0, 5.0f}};  // a ban outweighs a bias on the same token
+  const std::vector<float> logits = {3.0f, 1.0f, 2.0f, 0.5f};
+  const std::vector<TokenId> none = {}, one = {1}, two = {1, 1};
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p, none, none))[0].token_id, 1);
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p, none, one))[0].token_id, 1);
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p, none, two))[0].token_id, 0);  // allowed again
+  // Draws never pick a banned token, whatever the seed.
+  p.temperature = 1.0f;
+  for (uint64_t seed : kSeeds) {
+    p.seed = seed;
+    SamplingRequest r = MakeRequest(logits, p, none, one);
+    r.num_samples = 64;
+    for (const SampledToken& t : sampler.Sample(r)) {
+      EXPECT_NE(t.token_id, 0);
+      EXPECT_NE(t.token_id, 2);
+    }
+  }
+  // Beam candidates rank banned tokens last, at -inf.
+  SamplingRequest beam = MakeRequest(logits, p, none, none);
+  beam.mode = SampleMode::kBeamCandidates;
+  beam.num_samples = 4;
+  const std::vector<SampledToken> out = sampler.Sample(beam);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].token_id, 1);
+  EXPECT_EQ(out[1].token_id, 3);
+  EXPECT_TRUE(std::isinf(out[2].logprob) && out[2].logprob < 0);
+}
+
 TEST(SamplerTest, BeamCandidatesRankByThePenalizedDistribution) {
   Sampler sampler(0);
   SamplingParams p;

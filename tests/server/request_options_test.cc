@@ -1,0 +1,208 @@
+// The request options that shape what a sequence may sample and what its
+// text shows, end to end through the engine, the scheduler and a real CPU
+// worker on the demo model: logit_bias, min_tokens (against EOS, stop token
+// ids and stop strings), include_stop_str_in_output and skip_special_tokens.
+// Every workload ends with every KV block free.
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "scheduler/server/engine.h"
+#include "server_test_util.h"
+
+namespace folio {
+namespace {
+
+using namespace testing_util;
+
+constexpr int kMaxTokens = 24;
+constexpr TokenId kEos = 2047;  // <|end_of_text|>: the demo model's EOS, a special token
+
+class RequestOptionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    engine_ = MakeDemoEngine();
+    ASSERT_NE(engine_, nullptr);
+    auto t = Tokenizer::LoadFromDirectory(kDemoDir);
+    ASSERT_TRUE(t.ok()) << t.status();
+    tokenizer_ = std::move(*t);
+    reference_ = LoadReference()[0];
+  }
+  void TearDown() override { ExpectDrained(*engine_, 256); }
+
+  // Runs `r` to its end; its one sequence.
+  StreamedSequence Run(const v1::GenerateRequest& r) {
+    Submitted s = Submit(*engine_, r);
+    EXPECT_TRUE(s.sink->Wait());
+    EXPECT_TRUE(s.sink->error().ok()) << s.sink->error();
+    std::vector<StreamedSequence> seqs = Reassemble(s.sink->responses());
+    EXPECT_EQ(seqs.size(), 1u);
+    return seqs.empty() ? StreamedSequence() : seqs[0];
+  }
+  v1::GenerateRequest Greedy(int max_tokens = kMaxTokens) const {
+    v1::GenerateRequest r = GreedyRequest(reference_.prompt, max_tokens);
+    r.mutable_sampling_params()->set_logprobs(0);
+    r.mutable_sampling_params()->set_ignore_eos(false);
+    return r;
+  }
+  std::vector<TokenId> ReferenceOutput(size_t n) const {
+    return {reference_.output_ids.begin(), reference_.output_ids.begin() + n};
+  }
+
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ReferenceCase reference_;
+};
+
+TEST_F(RequestOptionsTest, LogitBiasForcesAndBansTokensButLogprobsStayTheModels) {
+  // +100 on one ordinary token makes it every greedy pick.
+  const TokenId forced = reference_.output_ids[3];
+  v1::GenerateRequest r = Greedy();
+  r.mutable_sampling_params()->set_ignore_eos(true);
+  (*r.mutable_sampling_params()->mutable_logit_bias())[forced] = 100.0f;
+  StreamedSequence seq = Run(r);
+  EXPECT_EQ(seq.token_ids, std::vector<TokenId>(kMaxTokens, forced));
+  // The first log-prob is the unbiased model's: the reference's first token
+  // is more likely than the forced one, so the forced one's is below it.
+  ASSERT_FALSE(seq.logprobs.empty());
+  EXPECT_LT(seq.logprobs[0], reference_.logprobs[0]);
+  EXPECT_LT(seq.logprobs[0], -0.01f);
+
+  // -100 on the reference's first token: greedy takes another first token.
+  v1::GenerateRequest ban = Greedy(4);
+  (*ban.mutable_sampling_params()->mutable_logit_bias())[reference_.output_ids[0]] = -100.0f;
+  seq = Run(ban);
+  ASSERT_FALSE(seq.token_ids.empty());
+  EXPECT_NE(seq.token_ids[0], reference_.output_ids[0]);
+
+  // A bias of 0 changes nothing.
+  v1::GenerateRequest zero = Greedy();
+  (*zero.mutable_sampling_params()->mutable_logit_bias())[forced] = 0.0f;
+  EXPECT_EQ(Run(zero).token_ids, ReferenceOutput(kMaxTokens));
+}
+
+TEST_F(RequestOptionsTest, MinTokensHoldsOffEos) {
+  // A large bias on EOS ends the sequence at once...
+  v1::GenerateRequest r = Greedy();
+  (*r.mutable_sampling_params()->mutable_logit_bias())[kEos] = 100.0f;
+  StreamedSequence seq = Run(r);
+  EXPECT_EQ(seq.token_ids, std::vector<TokenId>{kEos});
+  EXPECT_EQ(seq.finish.reason(), v1::FINISH_REASON_EOS);
+  EXPECT_EQ(seq.text, "");
+  // ...unless min_tokens bans it: min_tokens other tokens first, then EOS.
+  r.mutable_sampling_params()->set_min_tokens(5);
+  seq = Run(r);
+  ASSERT_EQ(seq.token_ids.size(), 6u);
+  EXPECT_EQ(seq.token_ids.back(), kEos);
+  EXPECT_EQ(std::count(seq.token_ids.begin(), seq.token_ids.end(), kEos), 1);
+  EXPECT_EQ(seq.finish.reason(), v1::FINISH_REASON_EOS);
+  // With the ban the model's own choices come: the reference, then EOS.
+  EXPECT_EQ(std::vector<TokenId>(seq.token_ids.begin(), seq.token_ids.end() - 1), ReferenceOutput(5));
+  EXPECT_EQ(seq.text, tokenizer_->Decode(ReferenceOutput(5)));
+  // min_tokens = max_tokens: EOS never comes.
+  r.mutable_sampling_params()->set_max_tokens(7);
+  r.mutable_sampling_params()->set_min_tokens(7);
+  seq = Run(r);
+  EXPECT_EQ(seq.token_ids, ReferenceOutput(7));
+  EXPECT_EQ(seq.finish.reason(), v1::FINISH_REASON_LENGTH);
+}
+
+TEST_F(RequestOptionsTest, MinTokensHoldsOffStopTokenIds) {
+  // The reference's first token as a stop token: it ends the sequence at once.
+  const TokenId stop = reference_.output_ids[0];
+  v1::GenerateRequest r = Greedy();
+  r.mutable_sampling_params()->set_ignore_eos(true);
+  r.mutable_sampling_params()->add_stop_token_ids(stop);
+  StreamedSequence seq = Run(r);
+  EXPECT_EQ(seq.token_ids, std::vector<TokenId>{stop});
+  EXPECT_EQ(seq.finish.reason(), v1::FINISH_REASON_STOP);
+  // With min_tokens it is banned for the first three tokens; nothing else ends it then.
+  r.mutable_sampling_params()->set_min_tokens(3);
+  seq = Run(r);
+  ASSERT_GE(seq.token_ids.size(), 4u);
+  EXPECT_EQ(std::count(seq.token_ids.begin(), seq.token_ids.begin() + 3, stop), 0);
+  if (seq.finish.reason() == v1::FINISH_REASON_STOP) {
+    EXPECT_EQ(seq.token_ids.back(), stop);
+    EXPECT_EQ(std::count(seq.token_ids.begin(), seq.token_ids.end(), stop), 1);
+  } else {
+    EXPECT_EQ(seq.finish.reason(), v1::FINISH_REASON_LENGTH);
+    EXPECT_EQ(seq.token_ids.size(), static_cast<size_t>(kMaxTokens));
+  }
+}
+
+TEST_F(RequestOptionsTest, MinTokensLetsEarlyStopStringsPass) {
+  const std::vector<TokenId> out = ReferenceOutput(kMaxTokens);
+  // A one-character stop string and the token whose text first contains it.
+  const std::string full = tokenizer_->Decode(out);
+  const std::string stop = full.substr(1, 1);
+  size_t first = 0;
+  while (tokenizer_->Decode(ReferenceOutput(first + 1)).find(stop) == std::string::npos) ++first;
+  v1::GenerateRequest r = Greedy();
+  r.mutable_sampling_params()->add_stop(stop);
+  r.mutable_sampling_params()->set_min_tokens(static_cast<uint32_t>(first + 2));
+  const StreamedSequence seq = Run(r);
+  // The text runs past the first occurrence; it is cut before the first
+  // occurrence that ends in the text of token min_tokens or later.
+  EXPECT_GT(seq.text.size(), full.find(stop));
+  EXPECT_GE(seq.token_ids.size(), first + 2);
+  EXPECT_EQ(seq.text, full.substr(0, seq.text.size()));
+  if (seq.finish.reason() == v1::FINISH_REASON_STOP) {
+    EXPECT_EQ(seq.finish.stop_string(), stop);
+    EXPECT_EQ(full.substr(seq.text.size(), stop.size()), stop);
+  } else {
+    EXPECT_EQ(seq.text, full);
+  }
+}
+
+TEST_F(RequestOptionsTest, IncludeStopStrInOutputKeepsWhatEndedTheSequence) {
+  const std::vector<TokenId> out = ReferenceOutput(kMaxTokens);
+  const std::string full = tokenizer_->Decode(out);
+  // A stop string: included, the text ends with it.
+  const std::string stop = full.substr(full.size() / 2, 4);
+  v1::GenerateRequest r = Greedy();
+  r.mutable_sampling_params()->add_stop(stop);
+  r.mutable_sampling_params()->set_include_stop_str_in_output(true);
+  StreamedSequence seq = Run(r);
+  EXPECT_EQ(seq.text, full.substr(0, full.find(stop) + stop.size()));
+  EXPECT_EQ(seq.finish.stop_string(), stop);
+
+  // A stop token id: its text is included.
+  v1::GenerateRequest by_id = Greedy();
+  by_id.mutable_sampling_params()->add_stop_token_ids(out[5]);
+  by_id.mutable_sampling_params()->set_include_stop_str_in_output(true);
+  seq = Run(by_id);
+  const size_t at = std::find(out.begin(), out.end(), out[5]) - out.begin();
+  EXPECT_EQ(seq.text, tokenizer_->Decode(ReferenceOutput(at + 1)));
+  EXPECT_EQ(seq.finish.stop_token_id(), out[5]);
+}
+
+TEST_F(RequestOptionsTest, SpecialTokensShowOnlyWhenAskedFor) {
+  v1::GenerateRequest r = Greedy();
+  (*r.mutable_sampling_params()->mutable_logit_bias())[kEos] = 100.0f;
+  r.mutable_sampling_params()->set_min_tokens(2);
+  const std::string two = tokenizer_->Decode(ReferenceOutput(2));
+  // Skipped by default; shown when not skipped only if the ending token's
+  // text is included (vLLM leaves EOS out otherwise).
+  EXPECT_EQ(Run(r).text, two);
+  r.mutable_sampling_params()->set_skip_special_tokens(false);
+  EXPECT_EQ(Run(r).text, two);
+  r.mutable_sampling_params()->set_include_stop_str_in_output(true);
+  EXPECT_EQ(Run(r).text, two + "<|end_of_text|>");
+  r.mutable_sampling_params()->set_skip_special_tokens(true);
+  EXPECT_EQ(Run(r).text, two);
+
+  // A special token in the middle of the text (forced by a bias, EOS ignored).
+  v1::GenerateRequest mid = Greedy(3);
+  mid.mutable_sampling_params()->set_ignore_eos(true);
+  (*mid.mutable_sampling_params()->mutable_logit_bias())[kEos] = 100.0f;
+  mid.mutable_sampling_params()->set_skip_special_tokens(false);
+  EXPECT_EQ(Run(mid).text, "<|end_of_text|><|end_of_text|><|end_of_text|>");
+  mid.mutable_sampling_params()->clear_skip_special_tokens();
+  EXPECT_EQ(Run(mid).text, "");
+}
+
+}  // namespace
+}  // namespace folio
