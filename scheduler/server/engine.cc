@@ -10,6 +10,12 @@
 namespace folio {
 namespace {
 
+// The limits requests are checked against, knowing how the scheduler orders.
+RequestLimits WithPolicy(RequestLimits limits, SchedulingPolicy policy) {
+  limits.priority_scheduling = policy == SchedulingPolicy::kPriority;
+  return limits;
+}
+
 // Server-assigned request ids: unlikely to collide with client-chosen ones.
 std::string MakeRequestId(RequestId id) {
   static const uint64_t salt = std::random_device{}();
@@ -44,7 +50,7 @@ Engine::Engine(const Options& options, std::unique_ptr<Tokenizer> tokenizer,
                std::unique_ptr<Scheduler> scheduler)
     : options_(options),
       tokenizer_(std::move(tokenizer)),
-      limits_(limits),
+      limits_(WithPolicy(limits, options.scheduler.policy)),
       workers_(std::move(workers)),
       scheduler_(std::move(scheduler)) {
   PublishSnapshot();

@@ -128,6 +128,12 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
   if (sp.has_logprobs()) out.logprobs = sampling->logprobs;
 
   out.spec.sampling = std::move(*sampling);
+  if (sp.priority() != 0 && !limits.priority_scheduling) {
+    return Invalid("sampling_params.priority",
+                   absl::StrCat("is ", sp.priority(),
+                                ", but the server schedules first-come first-served: start "
+                                "folio-scheduler with --scheduling-policy priority to use it"));
+  }
   out.spec.priority = sp.priority();
   out.spec.cache_salt = sp.cache_salt();
   out.spec.eos_token_ids = limits.eos_token_ids;

@@ -19,6 +19,9 @@ struct RequestLimits {
   int32_t vocab_size = 0;
   int32_t max_model_len = 0;  // prompt + output tokens
   std::vector<TokenId> eos_token_ids;
+  // Whether the scheduler orders by priority; without it a request's
+  // priority would be ignored, so a non-zero one is refused (as vLLM does).
+  bool priority_scheduling = false;
 };
 
 // A Generate request turned into what the engine runs: the scheduler's

@@ -74,6 +74,7 @@ TEST_F(GenerateRequestTest, CarriesEverySetting) {
   s->set_logprobs(3);
   s->set_priority(-2);
   s->set_cache_salt("tenant");
+  limits_.priority_scheduling = true;
   absl::StatusOr<ParsedRequest> p = Parse(r);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(*p->request_id, "abc");
@@ -148,6 +149,9 @@ TEST_F(GenerateRequestTest, ErrorsNameTheField) {
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_logprobs(4294967295u); }),
                 "sampling_params.logprobs must be in [0, 20], got 4294967295");
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_n(4000000000u); }), "sampling_params.n");
+  // A priority the scheduler would ignore.
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_priority(3); }),
+                "sampling_params.priority is 3, but the server schedules first-come first-served");
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_min_tokens(17); }),
                 "sampling_params.min_tokens must be at most max_tokens (16), got 17");
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_min_tokens(4294967295u); }),

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/server/engine.h"
 #include "server_test_util.h"
@@ -202,6 +203,29 @@ TEST_F(RequestOptionsTest, SpecialTokensShowOnlyWhenAskedFor) {
   EXPECT_EQ(Run(mid).text, "<|end_of_text|><|end_of_text|><|end_of_text|>");
   mid.mutable_sampling_params()->clear_skip_special_tokens();
   EXPECT_EQ(Run(mid).text, "");
+}
+
+// A priority is honoured only by the priority policy; under FCFS, where it
+// would be ignored, it is refused (as vLLM does).
+TEST_F(RequestOptionsTest, PriorityNeedsThePriorityPolicy) {
+  v1::GenerateRequest r = Greedy(4);
+  r.mutable_sampling_params()->set_priority(-5);
+  auto refused = engine_->Submit(r, std::make_shared<RecordingSink>());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("sampling_params.priority"));
+
+  EngineSetup setup;
+  setup.policy = SchedulingPolicy::kPriority;
+  std::unique_ptr<Engine> by_priority = MakeDemoEngine(setup);
+  ASSERT_NE(by_priority, nullptr);
+  Submitted s = Submit(*by_priority, r);
+  ASSERT_TRUE(s.sink->Wait());
+  const std::vector<StreamedSequence> seqs = Reassemble(s.sink->responses());
+  ASSERT_EQ(seqs.size(), 1u);
+  EXPECT_EQ(seqs[0].token_ids, ReferenceOutput(4));
+  ExpectDrained(*by_priority, 256);
 }
 
 }  // namespace

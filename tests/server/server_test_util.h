@@ -80,6 +80,7 @@ struct EngineSetup {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   CpuWorkerGroup** group_out = nullptr;  // to inject failures
   SchedulerMetrics* metrics = nullptr;    // Engine::Options::metrics
   std::function<void(const absl::Status&)> on_failure;  // Engine::Options::on_failure
@@ -106,6 +107,7 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   eo.scheduler.max_num_batched_tokens = setup.max_num_batched_tokens;
   eo.scheduler.max_model_len = config.max_position_embeddings;
   eo.scheduler.preemption_mode = setup.preemption_mode;
+  eo.scheduler.policy = setup.policy;
   eo.scheduler.check_invariants = true;
   eo.model_name = "folio-demo";
   eo.on_failure = setup.on_failure;
