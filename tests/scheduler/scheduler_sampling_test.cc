@@ -289,6 +289,44 @@ TEST(SchedulerSamplingTest, BeamSearchEndTokensFinishHypotheses) {
 
 // Beams survive preemption: a starved engine (swap or recompute) returns the
 // same beams as an ample one.
+// Beam search with min_tokens: no hypothesis ends before min_tokens tokens;
+// end tokens among earlier candidates just continue their beams.
+TEST(SchedulerSamplingTest, BeamSearchHoldsEndTokensUntilMinTokens) {
+  SchedulerConfig c = TestConfig(128);
+  SimulatedWorker::Options wo = test::WorkerOptions(c);
+  wo.vocab_size = 7;
+  int32_t ended = 0, held_off = 0;
+  for (RequestId id = 0; id < 8; ++id) {
+    auto s = test::MakeScheduler(c);
+    SimulatedWorker w(wo);
+    RequestSpec r = Beam(id, 10 + id, 30, 3);
+    r.eos_token_ids = {4};
+    r.sampling.ignore_eos = false;
+    r.sampling.stop_token_ids = {5};
+    r.sampling.min_tokens = 6;
+    FOLIO_ASSERT_OK(s->AddRequest(r));
+    auto out = test::RunToCompletion(*s, w, 100);
+    FOLIO_ASSERT_OK(out.status());
+    const test::CollectedRequest& got = out->at(id);
+    ASSERT_EQ(got.sequences.size(), 3u);
+    for (const auto& [i, seq] : got.sequences) {
+      ASSERT_GE(seq.token_ids.size(), 6u) << FinishReasonName(seq.finish_reason);
+      if (seq.finish_reason != FinishReason::kLength) {
+        ++ended;
+        EXPECT_TRUE(seq.token_ids.back() == 4 || seq.token_ids.back() == 5);
+      }
+      for (size_t t = 0; t + 1 < seq.token_ids.size(); ++t) {
+        const bool end = seq.token_ids[t] == 4 || seq.token_ids[t] == 5;
+        if (end) EXPECT_LT(t + 1, 6u) << "an end token past min_tokens did not end the beam";
+        held_off += end;
+      }
+    }
+    ExpectDrained(*s);
+  }
+  EXPECT_GT(ended, 0);
+  EXPECT_GT(held_off, 0);
+}
+
 TEST(SchedulerSamplingTest, BeamsAndSamplesSurvivePreemption) {
   std::vector<RequestSpec> specs;
   for (RequestId id = 0; id < 3; ++id) specs.push_back(Beam(id, 14 + 5 * id, 20, 3));
