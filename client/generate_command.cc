@@ -137,7 +137,16 @@ int GenerateMain(int argc, char** argv) {
   }
   if (!request_id.empty()) request.set_request_id(request_id);
   v1::SamplingParams* sp = request.mutable_sampling_params();
-  sp->set_max_tokens(static_cast<uint32_t>(std::max<int64_t>(0, max_tokens)));
+  // Counts the server takes as uint32: refuse what would wrap or go negative.
+  for (const auto& [name, value] : {std::pair{"--max-tokens", max_tokens},
+                                    std::pair{"--min-tokens", min_tokens}}) {
+    if (value < 0 || value > UINT32_MAX) {
+      std::fprintf(stderr, "folio generate: %s must be in [0, %u], got %lld\n", name, UINT32_MAX,
+                   static_cast<long long>(value));
+      return 2;
+    }
+  }
+  sp->set_max_tokens(static_cast<uint32_t>(max_tokens));
   sp->set_temperature(static_cast<float>(temperature));
   sp->set_top_p(static_cast<float>(top_p));
   sp->set_top_k(static_cast<int32_t>(top_k));
@@ -159,7 +168,7 @@ int GenerateMain(int argc, char** argv) {
     sp->add_stop_token_ids(id);
   }
   sp->set_ignore_eos(ignore_eos);
-  sp->set_min_tokens(static_cast<uint32_t>(std::max<int64_t>(0, min_tokens)));
+  sp->set_min_tokens(static_cast<uint32_t>(min_tokens));
   for (const std::string& s : logit_biases) {
     const std::optional<TokenBias> bias = ParseLogitBiasFlag(s);
     if (!bias.has_value()) {

@@ -54,9 +54,9 @@ struct SamplingParams {
   bool ignore_eos = false;
   std::vector<TokenId> stop_token_ids;
   // Not set by clients: the scheduler fills it when it admits a request with
-  // min_tokens > 0 (the model's EOS ids unless ignore_eos, then
-  // stop_token_ids), so workers know what to ban without knowing the model's
-  // EOS.
+  // min_tokens > 0 (the model's EOS ids, even with ignore_eos as in vLLM,
+  // then stop_token_ids), so workers know what to ban without knowing the
+  // model's EOS.
   std::vector<TokenId> end_token_ids;
 
   bool UsesBeamSearch() const { return beam_width > 1; }

@@ -66,10 +66,11 @@ absl::Status Scheduler::AddRequest(RequestSpec spec) {
         "expected_output_len is required by the ", ReservationPolicyName(config_.reservation),
         " reservation policy"));
   }
-  // What the workers ban until min_tokens: every token that would end it.
+  // What the workers ban until min_tokens: the stop token ids and EOS, even
+  // under ignore_eos (as vLLM, whose min_tokens bans every EOS id).
   spec.sampling.end_token_ids.clear();
   if (spec.sampling.min_tokens > 0) {
-    if (!spec.sampling.ignore_eos) spec.sampling.end_token_ids = spec.eos_token_ids;
+    spec.sampling.end_token_ids = spec.eos_token_ids;
     spec.sampling.end_token_ids.insert(spec.sampling.end_token_ids.end(),
                                        spec.sampling.stop_token_ids.begin(),
                                        spec.sampling.stop_token_ids.end());

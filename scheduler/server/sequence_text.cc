@@ -5,13 +5,26 @@
 namespace folio {
 namespace {
 
-size_t LongestLength(std::span<const std::string> strings) {
+bool IsUtf8Continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+size_t LongestBytes(std::span<const std::string> strings) {
   size_t n = 0;
   for (const std::string& s : strings) n = std::max(n, s.size());
   return n;
 }
 
-bool IsUtf8Continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+// In characters; bytes before a stop string's first character start (not
+// valid UTF-8, but matchable) count as characters each.
+size_t LongestCharacters(std::span<const std::string> strings) {
+  size_t n = 0;
+  for (const std::string& s : strings) {
+    size_t chars = 0, i = 0;
+    for (; i < s.size() && IsUtf8Continuation(s[i]); ++i) ++chars;
+    for (; i < s.size(); ++i) chars += !IsUtf8Continuation(s[i]);
+    n = std::max(n, chars);
+  }
+  return n;
+}
 
 }  // namespace
 
@@ -19,7 +32,8 @@ SequenceText::SequenceText(const Tokenizer& tokenizer, std::span<const std::stri
                            const TextOptions& options)
     : detokenizer_(tokenizer, options.skip_special_tokens),
       stops_(stop_strings.begin(), stop_strings.end()),
-      max_stop_len_(LongestLength(stop_strings)),
+      max_stop_bytes_(LongestBytes(stop_strings)),
+      max_stop_chars_(LongestCharacters(stop_strings)),
       options_(options) {}
 
 std::string SequenceText::Append(TokenId id) {
@@ -28,13 +42,13 @@ std::string SequenceText::Append(TokenId id) {
   const size_t old_size = held_.size();
   held_ += detokenizer_.Append(id);
   if (held_.size() == old_size) return {};
-  if (num_tokens_ >= options_.min_tokens) {
-    // Every occurrence ending before this token was found earlier (or did
-    // not count yet), so a match must end in the new text: search from where
-    // such a match could begin.
-    const size_t from = old_size >= max_stop_len_ ? old_size - max_stop_len_ + 1 : 0;
+  if (num_tokens_ > options_.min_tokens) {
+    // Only a match ending in the new text counts (earlier ones were found
+    // before, or came too early for min_tokens): search each stop string from
+    // where such a match could begin.
     size_t best = std::string::npos;
     for (const std::string& stop : stops_) {
+      const size_t from = old_size >= stop.size() ? old_size - stop.size() + 1 : 0;
       const size_t at = held_.find(stop, from);
       if (at < best) {
         best = at;
@@ -43,9 +57,10 @@ std::string SequenceText::Append(TokenId id) {
     }
     if (best != std::string::npos) {
       // Held back text starts at or before any match (it keeps the last
-      // max_stop_len - 1 bytes); an included stop ends past what was released.
+      // max_stop_chars - 1 characters); an included stop ends past what was
+      // released.
       const size_t end = options_.include_stop ? best + matched_->size() : best;
-      std::string out = held_.substr(released_, end - released_);
+      std::string out = end > released_ ? held_.substr(released_, end - released_) : "";
       held_.clear();
       released_ = 0;
       return out;
@@ -65,16 +80,20 @@ std::string SequenceText::Finish() {
 }
 
 std::string SequenceText::Release() {
-  // A stop string could start in the last max_stop_len - 1 bytes.
-  const size_t keep = max_stop_len_ > 0 ? max_stop_len_ - 1 : 0;
   size_t cut = held_.size();
   if (!options_.include_stop) {
-    cut = held_.size() > keep ? held_.size() - keep : 0;
-    while (cut > released_ && IsUtf8Continuation(held_[cut])) --cut;  // whole characters only
-    cut = std::max(cut, released_);
+    // A stop string could start in the last max_stop_chars - 1 characters
+    // (held_ holds whole characters: the detokenizer keeps partial ones).
+    for (size_t chars = 1; chars < max_stop_chars_ && cut > released_; ++chars) {
+      do {
+        --cut;
+      } while (cut > released_ && IsUtf8Continuation(held_[cut]));
+    }
   }
   std::string out = held_.substr(released_, cut - released_);
   released_ = cut;
+  // Matching looks back at most max_stop_bytes - 1 bytes into older text.
+  const size_t keep = max_stop_bytes_ > 0 ? max_stop_bytes_ - 1 : 0;
   const size_t drop = std::min(released_, held_.size() > keep ? held_.size() - keep : 0);
   held_.erase(0, drop);
   released_ -= drop;

@@ -16,14 +16,15 @@ namespace folio {
 struct TextOptions {
   bool skip_special_tokens = true;  // leave special tokens out of the text
   bool include_stop = false;        // include_stop_str_in_output
-  int32_t min_tokens = 0;           // stop strings count from this token on
+  int32_t min_tokens = 0;           // stop strings count only past this many tokens
 };
 
 // The text of one output sequence as it streams: detokenizes token by token
 // and matches stop strings on the text. A stop string counts when it ends in
-// the text of a token at or past min_tokens (vLLM's rule). Unless
-// include_stop, text that could still be the start of a stop string is held
-// back, so a stop string never reaches the client.
+// the text of a token past the first min_tokens (vLLM's rule). Unless
+// include_stop, text that could still be the start of a stop string (the
+// last max-stop-length - 1 characters) is held back, so a stop string never
+// reaches the client.
 //
 // Guarantee: the concatenation of every Append() and Finish() return equals
 // the full decode of the tokens, cut right before the first stop string that
@@ -53,10 +54,11 @@ class SequenceText {
 
   IncrementalDetokenizer detokenizer_;
   const std::vector<std::string> stops_;
-  const size_t max_stop_len_;
+  const size_t max_stop_bytes_;
+  const size_t max_stop_chars_;
   const TextOptions options_;
   // The decoded tail: held_[0, released_) was returned already and is kept
-  // only while a stop string could still start in it.
+  // only while a stop string could still start in it (max_stop_bytes_ - 1).
   std::string held_;
   size_t released_ = 0;
   int32_t num_tokens_ = 0;

@@ -58,6 +58,30 @@ class FolioServeTest(unittest.TestCase):
             self.assertEqual(offline.returncode, 0, offline.stderr)
             self.assertEqual(generated.stdout.strip(), offline.stdout.strip())
             self.assertGreater(len(generated.stdout.split()), 5)  # English words
+
+            # The request options pass through both commands alike: a bias
+            # forces EOS, min_tokens holds it off for 3 tokens; generate shows
+            # the EOS text when asked to.
+            options = ["--temperature", "0", "--max-tokens", "24", "--logit-bias", "2047=100",
+                       "--min-tokens", "3"]
+            generated = subprocess.run(
+                [FOLIO, "generate", "--address", f"127.0.0.1:{port}", *options,
+                 "--include-stop-str-in-output", "--skip-special-tokens=false", PROMPT],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(generated.returncode, 0, generated.stderr)
+            self.assertIn("finish: eos", generated.stderr)
+            offline = subprocess.run([FOLIO, "run", "--model", DEMO, "--prompt", PROMPT, *options],
+                                     capture_output=True, text=True, timeout=300)
+            self.assertEqual(offline.returncode, 0, offline.stderr)
+            self.assertEqual(generated.stdout.strip(),
+                             offline.stdout.strip() + "<|end_of_text|>")
+            for bad in (["--min-tokens", "-1"], ["--logit-bias", "5"],
+                        ["--max-tokens", "4294967301"]):
+                refused = subprocess.run(
+                    [FOLIO, "generate", "--address", f"127.0.0.1:{port}", *bad, PROMPT],
+                    capture_output=True, text=True, timeout=60)
+                self.assertEqual(refused.returncode, 2, bad)
+                self.assertIn(bad[0], refused.stderr)
         finally:
             serve.send_signal(signal.SIGINT)
             _, err = serve.communicate(timeout=60)

@@ -103,6 +103,17 @@ TEST_F(RequestOptionsTest, MinTokensHoldsOffEos) {
   // With the ban the model's own choices come: the reference, then EOS.
   EXPECT_EQ(std::vector<TokenId>(seq.token_ids.begin(), seq.token_ids.end() - 1), ReferenceOutput(5));
   EXPECT_EQ(seq.text, tokenizer_->Decode(ReferenceOutput(5)));
+  // ignore_eos: EOS is still banned until min_tokens (as in vLLM), then it
+  // comes and is ignored.
+  r.mutable_sampling_params()->set_ignore_eos(true);
+  r.mutable_sampling_params()->set_max_tokens(8);
+  r.mutable_sampling_params()->set_min_tokens(4);
+  seq = Run(r);
+  std::vector<TokenId> want = ReferenceOutput(4);
+  want.insert(want.end(), 4, kEos);
+  EXPECT_EQ(seq.token_ids, want);
+  EXPECT_EQ(seq.finish.reason(), v1::FINISH_REASON_LENGTH);
+  r.mutable_sampling_params()->set_ignore_eos(false);
   // min_tokens = max_tokens: EOS never comes.
   r.mutable_sampling_params()->set_max_tokens(7);
   r.mutable_sampling_params()->set_min_tokens(7);

@@ -4,7 +4,9 @@
 
 #include "scheduler/server/sequence_text.h"
 
+#include <optional>
 #include <random>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -149,14 +151,19 @@ TEST_F(SequenceTextTest, StopStringsCountFromMinTokensOn) {
   while (tokenizer_->Decode(std::span(ids).first(first_end)).find("light") == std::string::npos) {
     ++first_end;
   }
+  // first_end tokens complete it: with min_tokens = first_end it is too early.
   TextOptions late;
-  late.min_tokens = first_end + 1;
+  late.min_tokens = first_end;
   std::string matched;
   EXPECT_EQ(Stream(ids, {"light"}, &matched, nullptr, late), "light and ");
   EXPECT_EQ(matched, "light");
-  late.min_tokens = first_end;  // the first one counts again
+  // A shorter stop string that also ended too early does not count later
+  // either, although a longer one makes the search look back further.
+  EXPECT_EQ(Stream(ids, {"light", "and darkness!"}, &matched, nullptr, late), "light and ");
+  EXPECT_EQ(matched, "light");
+  late.min_tokens = first_end - 1;  // the first one counts again
   EXPECT_EQ(Stream(ids, {"light"}, nullptr, nullptr, late), "");
-  late.min_tokens = static_cast<int32_t>(ids.size()) + 1;  // none counts
+  late.min_tokens = static_cast<int32_t>(ids.size());  // none counts
   EXPECT_EQ(Stream(ids, {"light"}, nullptr, nullptr, late), tokenizer_->Decode(ids));
 }
 
@@ -175,8 +182,8 @@ TEST_F(SequenceTextTest, SpecialTokensShowOnlyWhenNotSkipped) {
 }
 
 // The random check again with include_stop and min_tokens: the stream is the
-// decode cut at the end of the first occurrence of the stop that ends in the
-// text of a token at or past min_tokens.
+// decode cut at the end of the first occurrence of a stop that ends in the
+// text of a token past the first min_tokens.
 TEST_F(SequenceTextTest, RandomTextsStopsAndOptions) {
   const std::string corpus =
       "In the beginning God created the heaven and the earth. And the earth was without "
@@ -195,23 +202,60 @@ TEST_F(SequenceTextTest, RandomTextsStopsAndOptions) {
     }
     decoded += plain.Finish();
     if (decoded.empty()) continue;
-    const std::string stop = decoded.substr(rng() % decoded.size(), 1 + rng() % 6);
+    // 1-3 stop strings cut from the text (byte ranges: not always whole
+    // characters), of different lengths.
+    std::vector<std::string> stops;
+    for (size_t n = 1 + rng() % 3; stops.size() < n;) {
+      stops.push_back(decoded.substr(rng() % decoded.size(), 1 + rng() % 8));
+    }
     TextOptions options;
     options.include_stop = rng() % 2 == 0;
     options.min_tokens = static_cast<int32_t>(rng() % (ids.size() + 2));
-    size_t cut = std::string::npos;
-    for (size_t at = decoded.find(stop); at != std::string::npos; at = decoded.find(stop, at + 1)) {
-      const size_t end = at + stop.size();
-      const size_t token = std::lower_bound(ends.begin(), ends.end(), end) - ends.begin();
-      if (token < ends.size() && static_cast<int32_t>(token) + 1 >= options.min_tokens) {
-        cut = options.include_stop ? end : at;
-        break;
+    // The winner: the match ending in the earliest token past min_tokens;
+    // within that token the earliest start, then the first stop listed.
+    struct Match { size_t token, at, stop; };
+    std::optional<Match> win;
+    for (size_t k = 0; k < stops.size(); ++k) {
+      const std::string& stop = stops[k];
+      for (size_t at = decoded.find(stop); at != std::string::npos; at = decoded.find(stop, at + 1)) {
+        const size_t token =
+            std::lower_bound(ends.begin(), ends.end(), at + stop.size()) - ends.begin();
+        if (token >= ends.size() || static_cast<int32_t>(token) + 1 <= options.min_tokens) continue;
+        const Match m{token, at, k};
+        if (!win || std::tie(m.token, m.at, m.stop) < std::tie(win->token, win->at, win->stop)) {
+          win = m;
+        }
       }
     }
-    const std::string want = cut == std::string::npos ? decoded : decoded.substr(0, cut);
-    EXPECT_EQ(Stream(ids, {stop}, nullptr, nullptr, options), want)
-        << "text '" << decoded << "' stop '" << stop << "' min_tokens " << options.min_tokens
-        << " include " << options.include_stop;
+    std::string want = decoded, want_stop;
+    if (win) {
+      want_stop = stops[win->stop];
+      want = decoded.substr(0, options.include_stop ? win->at + want_stop.size() : win->at);
+    }
+    std::string matched;
+    std::string why = "text '" + decoded + "' min_tokens " + std::to_string(options.min_tokens) +
+                      " include " + std::to_string(options.include_stop) + " stops";
+    for (const std::string& s : stops) why += " '" + s + "'";
+    EXPECT_EQ(Stream(ids, stops, &matched, nullptr, options), want) << why;
+    EXPECT_EQ(matched, want_stop) << why;
+  }
+}
+
+// Text is held back by characters, not bytes: a one-character stop string
+// holds nothing back however many bytes it has; a three-character one holds
+// back two characters.
+TEST_F(SequenceTextTest, HoldsBackCharactersNotBytes) {
+  const std::vector<TokenId> ids = tokenizer_->Encode("And the evening and the morning");
+  for (const auto& [stop, held] : {std::pair<std::string, size_t>{"€", 0},
+                                   std::pair<std::string, size_t>{"a€b", 2}}) {
+    SequenceText text(*tokenizer_, std::vector<std::string>{stop});
+    std::string out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      out += text.Append(ids[i]);
+      const std::string so_far = tokenizer_->Decode(std::span(ids).first(i + 1));
+      EXPECT_EQ(out, so_far.substr(0, so_far.size() - std::min(held, so_far.size())))
+          << "stop '" << stop << "' after token " << i;
+    }
   }
 }
 
