@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<OfflineEngine>> OfflineEngine::Create(const Optio
                          RequestTokenSlots(sc), &cap_note);
   if (!max_model_len.ok()) return max_model_len.status();
   sc.max_model_len = *max_model_len;
+  sc.sliding_window = (*worker)->config().CacheWindow();
   sc.enable_prefix_caching = options.enable_prefix_caching;
   sc.preemption_mode = options.preemption_mode;
   sc.check_invariants = options.check_invariants;

@@ -396,6 +396,16 @@ int32_t ModelConfig::AttentionWindow(int32_t layer) const {
   return *sliding_window;
 }
 
+int32_t ModelConfig::CacheWindow() const {
+  int32_t widest = 0;
+  for (int32_t layer = 0; layer < num_layers; ++layer) {
+    const int32_t window = AttentionWindow(layer);
+    if (window == 0) return 0;
+    widest = std::max(widest, window);
+  }
+  return widest;
+}
+
 absl::StatusOr<ModelConfig> ModelConfig::LoadFromDirectory(const std::string& model_dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(model_dir, ec)) {

@@ -69,6 +69,9 @@ struct ModelConfig {
   // The attention window of `layer`: sliding_window on a windowed layer, 0
   // (the whole context) otherwise.
   int32_t AttentionWindow(int32_t layer) const;
+  // The window of the KV cache as a whole: the largest AttentionWindow when
+  // every layer has one (older positions are read by no layer), else 0.
+  int32_t CacheWindow() const;
 
   // Adds the end tokens of a generation_config.json (text) to c.eos_token_ids.
   // INVALID_ARGUMENT naming `source` for bad JSON or a bad eos_token_id.

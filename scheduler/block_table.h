@@ -16,6 +16,11 @@ namespace folio {
 //
 // Also tracks what the workers have not seen yet, so the next plan carries
 // only the changed tail: table[synced_prefix():].
+//
+// With sliding-window attention the leading num_released() entries gave their
+// blocks back: they lie wholly before the window of every query still to
+// come, so no kernel reads them. Their ids are placeholders (stale or 0, always
+// inside the pool) that hold no reference; positions keep their indices.
 class BlockTable {
  public:
   BlockTable() = default;
@@ -33,13 +38,22 @@ class BlockTable {
     blocks_[index] = id;
     synced_prefix_ = std::min(synced_prefix_, index);
   }
-  // Replaces every id (swap between pools); the workers must get it in full.
+  // Replaces every id (swap between pools; released entries stay released);
+  // the workers must get it in full.
   void Reset(std::vector<BlockId> blocks, bool on_host) {
     blocks_ = std::move(blocks);
     on_host_ = on_host;
     synced_prefix_ = 0;
   }
-  void Clear() { Reset({}, false); }
+  void Clear() {
+    Reset({}, false);
+    num_released_ = 0;
+  }
+
+  int32_t num_released() const { return num_released_; }
+  // Entries [0, n) gave their blocks back. The workers keep whatever id they
+  // have there (never read), so this sends nothing. REQUIRES: n >= num_released().
+  void ReleasePrefix(int32_t n) { num_released_ = n; }
 
   // Length of the prefix the workers already mirror.
   int32_t synced_prefix() const { return std::min(synced_prefix_, size()); }
@@ -49,6 +63,7 @@ class BlockTable {
  private:
   std::vector<BlockId> blocks_;
   int32_t synced_prefix_ = 0;
+  int32_t num_released_ = 0;
   bool on_host_ = false;
 };
 

@@ -16,10 +16,12 @@ KvCacheManager::KvCacheManager(const Options& options)
     : block_size_(options.block_size),
       block_shift_(std::countr_zero(static_cast<uint32_t>(options.block_size))),
       watermark_blocks_(WatermarkBlocks(options.watermark, options.num_device_blocks)),
+      sliding_window_(options.sliding_window),
       device_pool_(options.num_device_blocks, options.enable_prefix_caching),
       host_pool_(options.num_host_blocks, /*enable_caching=*/false) {
   FOLIO_CHECK_GT(block_size_, 0);
   FOLIO_CHECK_EQ(block_size_ & (block_size_ - 1), 0);  // a power of two
+  FOLIO_CHECK_GE(sliding_window_, 0);
 }
 
 void KvCacheManager::ExtendBlockHashes(Sequence& seq, int32_t num_tokens,
@@ -188,11 +190,28 @@ bool KvCacheManager::AllocateSlots(Sequence& seq, int32_t num_new_tokens, int32_
 
 void KvCacheManager::Fork(const Sequence& parent, Sequence& child) {
   FOLIO_CHECK(child.block_table().empty());
-  FOLIO_CHECK(!parent.block_table().on_host());
-  for (BlockId id : parent.block_table().blocks()) {
-    device_pool_.IncRef(id);
-    child.block_table().Append(id);
+  const BlockTable& from = parent.block_table();
+  FOLIO_CHECK(!from.on_host());
+  for (int32_t i = 0; i < from.size(); ++i) {
+    if (i >= from.num_released()) device_pool_.IncRef(from[i]);
+    child.block_table().Append(from[i]);
   }
+  child.block_table().ReleasePrefix(from.num_released());
+}
+
+int32_t KvCacheManager::ReleaseBeforeWindow(Sequence& seq) {
+  BlockTable& table = seq.block_table();
+  if (sliding_window_ == 0 || table.on_host()) return 0;
+  // The next query sees from position num_computed - window + 1 on; the
+  // blocks before that one's block are dead. The last block never is.
+  const int32_t first_visible = seq.num_computed_tokens() - sliding_window_ + 1;
+  const int32_t dead = std::min(std::max(first_visible, 0) >> block_shift_, table.size() - 1);
+  const int32_t released = table.num_released();
+  if (dead <= released) return 0;
+  // Back to front, like Free: later blocks are the less likely to be shared.
+  for (int32_t i = dead - 1; i >= released; --i) device_pool_.DecRef(table[i]);
+  table.ReleasePrefix(dead);
+  return dead - released;
 }
 
 void KvCacheManager::Free(Sequence& seq) {
@@ -200,14 +219,15 @@ void KvCacheManager::Free(Sequence& seq) {
   BlockPool& pool = table.on_host() ? host_pool_ : device_pool_;
   // Tail first: the end of a sequence is the least likely to be shared, so
   // its cached blocks should be evicted before its prefix.
-  for (int32_t i = table.size() - 1; i >= 0; --i) pool.DecRef(table[i]);
+  for (int32_t i = table.size() - 1; i >= table.num_released(); --i) pool.DecRef(table[i]);
   table.Clear();
 }
 
 int32_t KvCacheManager::NumUniqueBlocks(std::span<Sequence* const> seqs) const {
   absl::flat_hash_map<BlockId, bool> seen;
   for (const Sequence* seq : seqs) {
-    for (BlockId id : seq->block_table().blocks()) seen.try_emplace(id, true);
+    const BlockTable& table = seq->block_table();
+    for (int32_t i = table.num_released(); i < table.size(); ++i) seen.try_emplace(table[i], true);
   }
   return static_cast<int32_t>(seen.size());
 }
@@ -244,7 +264,10 @@ void KvCacheManager::MoveBetweenPools(std::span<Sequence* const> seqs, BlockPool
     FOLIO_CHECK_EQ(table.on_host(), !to_host);
     std::vector<BlockId> new_ids;
     new_ids.reserve(table.size());
-    for (BlockId id : table.blocks()) {
+    // Released entries move nowhere: block 0 of the other pool stands in.
+    new_ids.assign(table.num_released(), 0);
+    for (int32_t i = table.num_released(); i < table.size(); ++i) {
+      const BlockId id = table[i];
       auto [it, inserted] = moved.try_emplace(id, kNoBlock);
       if (inserted) {
         it->second = to.Allocate();
@@ -255,7 +278,7 @@ void KvCacheManager::MoveBetweenPools(std::span<Sequence* const> seqs, BlockPool
       }
       new_ids.push_back(it->second);
     }
-    for (int32_t i = table.size() - 1; i >= 0; --i) from.DecRef(table[i]);
+    for (int32_t i = table.size() - 1; i >= table.num_released(); --i) from.DecRef(table[i]);
     table.Reset(std::move(new_ids), to_host);
   }
 }
@@ -266,11 +289,21 @@ absl::Status KvCacheManager::CheckInvariants(std::span<const Sequence* const> li
   for (const Sequence* seq : live) {
     const BlockTable& table = seq->block_table();
     std::vector<int32_t>& refs = table.on_host() ? host_refs : device_refs;
-    for (BlockId id : table.blocks()) {
+    for (int32_t i = 0; i < table.size(); ++i) {
+      const BlockId id = table[i];
+      // Released placeholders, too, must be ids the workers accept.
       if (id < 0 || id >= static_cast<BlockId>(refs.size())) {
         return absl::InternalError(absl::StrCat("sequence ", seq->id(), " holds bad block ", id));
       }
-      ++refs[id];
+      if (i >= table.num_released()) ++refs[id];
+    }
+    if (table.num_released() > 0 &&
+        (sliding_window_ == 0 || table.num_released() >= table.size() ||
+         table.num_released() * block_size_ > seq->num_computed_tokens() - sliding_window_ + 1)) {
+      return absl::InternalError(absl::StrCat("sequence ", seq->id(), " released ",
+                                              table.num_released(), " blocks of ", table.size(),
+                                              " with ", seq->num_computed_tokens(),
+                                              " tokens computed"));
     }
     if (table.size() < BlocksForTokens(seq->num_computed_tokens())) {
       return absl::InternalError(absl::StrCat("sequence ", seq->id(), " has ",

@@ -35,6 +35,10 @@ class KvCacheManager {
     // Share of device blocks kept free at admission and swap-in, so a newly
     // admitted batch does not preempt at once.
     double watermark = 0.01;
+    // Sliding-window attention on every layer: a query at position p sees
+    // positions (p - sliding_window, p] only, so the blocks wholly before the
+    // next query's window go back to the pool (ReleaseBeforeWindow). 0 = off.
+    int32_t sliding_window = 0;
   };
 
   struct PrefixCacheStats {
@@ -98,8 +102,15 @@ class KvCacheManager {
   bool AllocateSlots(Sequence& seq, int32_t num_new_tokens, int32_t reserve_tokens,
                      std::string_view salt, std::vector<BlockCopy>* copies);
 
-  // `child` (empty table) shares every block of `parent`.
+  // `child` (empty table) shares every block of `parent` (and its released
+  // prefix).
   void Fork(const Sequence& parent, Sequence& child);
+
+  // With a sliding window: gives back the blocks of `seq` (on the device)
+  // that lie wholly before the window of its next query, at position
+  // num_computed_tokens(). Returns how many entries it released. REQUIRES: no
+  // work of seq in flight (the workers finished reading them).
+  int32_t ReleaseBeforeWindow(Sequence& seq);
 
   // Releases the sequence's blocks (device or host). Cached blocks stay
   // reusable until evicted. The table ends empty and on the device.
@@ -132,6 +143,7 @@ class KvCacheManager {
   const int32_t block_size_;
   const int32_t block_shift_;  // log2(block_size_)
   const int32_t watermark_blocks_;
+  const int32_t sliding_window_;
 
   BlockPool device_pool_;
   BlockPool host_pool_;

@@ -21,7 +21,8 @@ Scheduler::Scheduler(const SchedulerConfig& config)
                                   .num_device_blocks = config.num_device_blocks,
                                   .num_host_blocks = config.num_host_blocks,
                                   .enable_prefix_caching = config.enable_prefix_caching,
-                                  .watermark = config.watermark}),
+                                  .watermark = config.watermark,
+                                  .sliding_window = config.sliding_window}),
       waiting_(config.policy == SchedulingPolicy::kPriority),
       running_(config.policy == SchedulingPolicy::kPriority),
       swapped_(config.policy == SchedulingPolicy::kPriority) {}
@@ -135,6 +136,13 @@ StepPlan Scheduler::Schedule() {
   plan.scheduled.reserve(std::max(last_num_scheduled_, running_.size()));
   int32_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
+  // Sliding window: what no query to come can see goes back to the pool
+  // first, so this step can reuse it (the last step's reads are done).
+  if (config_.sliding_window > 0) {
+    for (Request* r : running_) {
+      for (auto& seq : r->seqs) stats_.num_window_released_blocks += kv_.ReleaseBeforeWindow(*seq);
+    }
+  }
   ScheduleRunning(plan, budget, preempted);
   int32_t seq_slots = 0;
   for (const Request* r : running_) seq_slots += SequenceSlots(*r);

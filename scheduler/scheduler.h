@@ -24,6 +24,8 @@ struct SchedulerStats {
   int64_t num_preemptions_swap = 0;
   int64_t num_prompt_tokens = 0;      // prompt tokens of admitted requests
   int64_t num_generation_tokens = 0;  // tokens appended to sequences
+  // Blocks given back because they fell out of every query's sliding window.
+  int64_t num_window_released_blocks = 0;
 };
 
 // The iteration-level scheduler (Orca-style continuous batching over paged

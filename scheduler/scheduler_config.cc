@@ -74,6 +74,10 @@ absl::Status SchedulerConfig::Validate() const {
   if (watermark < 0.0 || watermark >= 1.0) {
     return absl::InvalidArgumentError("watermark must be in [0, 1)");
   }
+  if (sliding_window < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sliding_window must be >= 0 (0: none), not ", sliding_window));
+  }
   return absl::OkStatus();
 }
 

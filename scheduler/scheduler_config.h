@@ -47,6 +47,9 @@ struct SchedulerConfig {
   int32_t max_parallel_sequences = 64;    // cap on best_of / beam_width
   bool enable_prefix_caching = true;
   double watermark = 0.01;  // share of device blocks kept free at admission
+  // The model's attention window when every layer has one (the largest), so
+  // blocks before it can be released; 0 = some layer sees everything.
+  int32_t sliding_window = 0;
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   ReservationPolicy reservation = ReservationPolicy::kNone;

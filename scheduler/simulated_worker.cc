@@ -78,11 +78,14 @@ absl::Status SimulatedWorker::Compute(const ScheduledSequence& work, const Mirro
   const int32_t start = work.start_position;
   const int32_t end = start + static_cast<int32_t>(work.token_ids.size());
   if (!options_.verify_kv) return absl::OkStatus();
-  // Reshape-and-cache, then "attention" over every position up to `end`.
+  // Reshape-and-cache, then "attention" over every position the queries
+  // [start, end) see: all before them, or their sliding windows.
   for (int32_t p = start; p < end; ++p) {
     device_[static_cast<size_t>(m.blocks[p / bs]) * bs + p % bs] = {m.tokens[p], p};
   }
-  for (int32_t p = 0; p < end; ++p) {
+  const int32_t first_seen =
+      options_.sliding_window > 0 ? std::max(0, start - options_.sliding_window + 1) : 0;
+  for (int32_t p = first_seen; p < end; ++p) {
     const Slot& slot = device_[static_cast<size_t>(m.blocks[p / bs]) * bs + p % bs];
     if (slot.token != m.tokens[p] || slot.position != p) {
       return absl::InternalError(absl::StrCat(

@@ -31,6 +31,9 @@ class SimulatedWorker {
     int32_t vocab_size = 32000;
     uint64_t seed = 0;
     bool verify_kv = true;
+    // Sliding-window attention: a query at position q reads only positions
+    // (q - sliding_window, q], as a windowed model's kernels do. 0 = all.
+    int32_t sliding_window = 0;
     TokenId eos_token_id = -1;        // sampled with eos_probability when >= 0
     double eos_probability = 0.0;
     // Beam candidates' log-probs fall by up to this much per rank; a larger

@@ -463,6 +463,7 @@ int Run(int argc, char** argv) {
   if (!served_len.ok()) return fail(served_len.status());
   if (!cap_note.empty()) std::fprintf(stderr, "folio-scheduler: %s\n", cap_note.c_str());
   eo.scheduler.max_model_len = *served_len;
+  eo.scheduler.sliding_window = model->CacheWindow();
   eo.model_name = s.model_name;
   if (eo.model_name.empty()) {
     std::vector<std::string> parts = absl::StrSplit(s.model, '/', absl::SkipEmpty());

@@ -13,6 +13,9 @@
 //     unique block once and keep sharing, an idle device takes back any
 //     swapped group);
 //   - after freeing everything: every block free or cached-free, all counts 0.
+// With a sliding window, sequences about to compute first give back the blocks
+// before their window (ReleaseBeforeWindow): every position a query can still
+// see must keep its KV, and released entries hold no reference.
 
 #include <algorithm>
 #include <cstdint>
@@ -39,6 +42,7 @@ struct Config {
   int32_t host_blocks = 32;
   bool caching = true;
   double watermark = 0.05;
+  int32_t sliding_window = 0;
   int64_t num_ops = 100000;
 };
 
@@ -57,6 +61,7 @@ class KvModel {
     o.num_host_blocks = c.host_blocks;
     o.enable_prefix_caching = c.caching;
     o.watermark = c.watermark;
+    o.sliding_window = c.sliding_window;
     kv_ = std::make_unique<KvCacheManager>(o);
     // Shared prompt stems, so that new requests hit each other's blocks.
     for (int i = 0; i < 6; ++i) {
@@ -78,6 +83,7 @@ class KvModel {
       // Every kind of operation must have really happened, not just been tried.
       EXPECT_GT(done(what), c_.num_ops / 200) << what;
     }
+    if (c_.sliding_window > 0) EXPECT_GT(done("window_release"), c_.num_ops / 200);
     std::string mix;
     for (const auto& [what, n] : done_) absl::StrAppend(&mix, " ", what, "=", n);
     ::testing::Test::RecordProperty("mix", mix);
@@ -233,6 +239,7 @@ class KvModel {
     Group* g = Pick({Where::kDevice});
     if (g == nullptr) return Admit();
     std::vector<Sequence*> seqs = Seqs(*g);
+    for (Sequence* s : seqs) ASSERT_NO_FATAL_FAILURE(ReleaseBeforeWindow(*s));
     std::vector<int32_t> counts;
     bool any = false;
     for (Sequence* s : seqs) {
@@ -308,6 +315,36 @@ class KvModel {
     if (any) ++done_["compute"];
   }
 
+  // Sliding window: the blocks no query to come can see go back, nothing
+  // else changes.
+  void ReleaseBeforeWindow(Sequence& s) {
+    const BlockTable& t = s.block_table();
+    const std::vector<BlockId> table = t.blocks();
+    const int32_t before = t.num_released();
+    std::vector<int32_t> refs;
+    for (int32_t b = before; b < t.size(); ++b) refs.push_back(kv_->device_pool().ref_count(t[b]));
+    const int32_t free_before = kv_->num_free_device_blocks();
+    const int32_t n = kv_->ReleaseBeforeWindow(s);
+    ASSERT_EQ(t.num_released(), before + n);
+    ASSERT_EQ(t.blocks(), table) << "released entries keep their ids" << At();
+    if (c_.sliding_window == 0) {
+      ASSERT_EQ(n, 0);
+      return;
+    }
+    // Exactly the blocks wholly before the next query's window, never the last.
+    const int32_t first_visible = std::max(0, s.num_computed_tokens() - c_.sliding_window + 1);
+    ASSERT_EQ(t.num_released(), std::max(before, std::min(first_visible / bs_, t.size() - 1)))
+        << At();
+    int32_t freed = 0;
+    for (int32_t b = before; b < t.size(); ++b) {
+      const int32_t want = refs[b - before] - (b < t.num_released() ? 1 : 0);
+      ASSERT_EQ(kv_->device_pool().ref_count(t[b]), want) << "block index " << b << At();
+      freed += b < t.num_released() && want == 0;
+    }
+    ASSERT_EQ(kv_->num_free_device_blocks() - free_before, freed) << At();
+    if (n > 0) ++done_["window_release"];
+  }
+
   // Several tokens at once (e.g. accepted speculative tokens) to compute later.
   void Append() {
     Group* g = Pick({Where::kDevice, Where::kHost, Where::kWaiting});
@@ -331,10 +368,11 @@ class KvModel {
     const int32_t free_before = kv_->num_free_device_blocks();
     kv_->Fork(parent, *child);
     ASSERT_EQ(child->block_table().blocks(), parent.block_table().blocks());
+    const int32_t released = parent.block_table().num_released();
+    ASSERT_EQ(child->block_table().num_released(), released);
     ASSERT_EQ(kv_->num_free_device_blocks(), free_before);
-    for (size_t i = 0; i < refs.size(); ++i) {
-      ASSERT_EQ(kv_->device_pool().ref_count(parent.block_table()[static_cast<int32_t>(i)]),
-                refs[i] + 1);
+    for (int32_t i = released; i < static_cast<int32_t>(refs.size()); ++i) {
+      ASSERT_EQ(kv_->device_pool().ref_count(parent.block_table()[i]), refs[i] + 1);
     }
     ASSERT_NO_FATAL_FAILURE(VerifyContent(*child));
     g->seqs.push_back(std::move(child));
@@ -418,7 +456,9 @@ class KvModel {
       ASSERT_EQ(t.on_host(), to_host);
       ASSERT_EQ(t.synced_prefix(), 0);
       ASSERT_EQ(t.size(), static_cast<int32_t>(before[i].size()));
-      for (int32_t b = 0; b < t.size(); ++b) ASSERT_EQ(t[b], map.at(before[i][b])) << At();
+      for (int32_t b = t.num_released(); b < t.size(); ++b) {
+        ASSERT_EQ(t[b], map.at(before[i][b])) << At();
+      }
       ASSERT_NO_FATAL_FAILURE(VerifyContent(*seqs[i]));
     }
   }
@@ -461,9 +501,16 @@ class KvModel {
     std::copy(tmp.begin(), tmp.end(), to.begin() + static_cast<std::ptrdiff_t>(op.dst) * bs_);
   }
 
+  // Every computed position the next query could see holds its token's KV.
   void VerifyContent(const Sequence& s) {
     const std::vector<int64_t>& pool = s.block_table().on_host() ? host_ : dev_;
-    for (int32_t p = 0; p < s.num_computed_tokens(); ++p) {
+    const int32_t released_end = s.block_table().num_released() * bs_;
+    if (released_end > 0) {
+      ASSERT_GT(c_.sliding_window, 0);
+      ASSERT_LE(released_end, s.num_computed_tokens() - c_.sliding_window + 1)
+          << "released a block the window still sees" << At();
+    }
+    for (int32_t p = released_end; p < s.num_computed_tokens(); ++p) {
       const BlockId b = s.block_table()[p / bs_];
       ASSERT_EQ(pool[Slot(b, p)], Enc(s.tokens()[p], p))
           << "sequence " << s.id() << " position " << p << " in "
@@ -560,12 +607,13 @@ struct SeedCase {
   double watermark;
   int32_t device_blocks;
   int32_t host_blocks;
+  int32_t sliding_window = 0;
 };
 
 void PrintTo(const SeedCase& p, std::ostream* os) {
   *os << "seed " << p.seed << ", block size " << p.block_size << ", caching " << p.caching
       << ", watermark " << p.watermark << ", " << p.device_blocks << "/" << p.host_blocks
-      << " blocks";
+      << " blocks, sliding window " << p.sliding_window;
 }
 
 class KvPropertySeedTest : public ::testing::TestWithParam<SeedCase> {};
@@ -579,6 +627,7 @@ TEST_P(KvPropertySeedTest, RandomOperations) {
   c.watermark = p.watermark;
   c.device_blocks = p.device_blocks;
   c.host_blocks = p.host_blocks;
+  c.sliding_window = p.sliding_window;
   c.num_ops = 50000;
   KvModel model(c);
   model.Run();
@@ -588,10 +637,14 @@ INSTANTIATE_TEST_SUITE_P(
     Seeds, KvPropertySeedTest,
     ::testing::Values(SeedCase{1, 8, true, 0.0, 40, 24}, SeedCase{2, 16, true, 0.1, 64, 16},
                       SeedCase{3, 32, true, 0.02, 48, 48}, SeedCase{4, 16, false, 0.05, 48, 32},
-                      SeedCase{5, 8, true, 0.05, 24, 8}, SeedCase{6, 32, false, 0.0, 32, 64}),
+                      SeedCase{5, 8, true, 0.05, 24, 8}, SeedCase{6, 32, false, 0.0, 32, 64},
+                      // Sliding windows: shorter than a block, a few blocks, unaligned.
+                      SeedCase{7, 8, true, 0.0, 40, 24, 5}, SeedCase{8, 16, true, 0.05, 48, 32, 40},
+                      SeedCase{9, 32, false, 0.02, 48, 48, 33}, SeedCase{10, 8, true, 0.1, 24, 8, 17}),
     [](const auto& info) {
       const SeedCase& p = info.param;
-      return absl::StrCat("seed", p.seed, "_bs", p.block_size, p.caching ? "_cache" : "_nocache");
+      return absl::StrCat("seed", p.seed, "_bs", p.block_size, p.caching ? "_cache" : "_nocache",
+                          p.sliding_window > 0 ? absl::StrCat("_window", p.sliding_window) : "");
     });
 
 }  // namespace

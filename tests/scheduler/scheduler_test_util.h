@@ -64,6 +64,7 @@ inline SimulatedWorker::Options WorkerOptions(const SchedulerConfig& config) {
   o.num_device_blocks = config.num_device_blocks;
   o.num_host_blocks = config.num_host_blocks;
   o.verify_kv = true;
+  o.sliding_window = config.sliding_window;
   o.seed = 7;
   return o;
 }

@@ -106,6 +106,7 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   eo.scheduler.max_num_seqs = setup.max_num_seqs;
   eo.scheduler.max_num_batched_tokens = setup.max_num_batched_tokens;
   eo.scheduler.max_model_len = config.max_position_embeddings;
+  eo.scheduler.sliding_window = config.CacheWindow();
   eo.scheduler.preemption_mode = setup.preemption_mode;
   eo.scheduler.policy = setup.policy;
   eo.scheduler.check_invariants = true;
