@@ -330,9 +330,25 @@ absl::StatusOr<ModelConfig> ParseObject(const json& root, std::string_view sourc
 
   std::optional<std::string> act;
   FOLIO_ASSIGN_OR_RETURN_CFG(act, f.OptionalString("hidden_act"));
-  if (act.has_value() && *act != "silu") {
+  // transformers' "swish" is the same function as "silu".
+  if (act.has_value() && *act != "silu" && *act != "swish") {
     return f.Error("hidden_act", absl::StrCat("unsupported activation '", *act,
                                               "' (supported: silu)"));
+  }
+  // Fields that would change the math and that folio does not implement:
+  // refused here, by name, rather than ignored (or failing later on a weight).
+  if (f.Has("quantization_config") && f.Get("quantization_config") != nullptr) {
+    return f.Error("quantization_config",
+                   "quantized checkpoints are not supported (use the unquantized weights)");
+  }
+  if (f.Has("partial_rotary_factor") && f.Get("partial_rotary_factor") != nullptr) {
+    float partial;
+    FOLIO_ASSIGN_OR_RETURN_CFG(partial, f.PositiveFloat("partial_rotary_factor", 1.0f));
+    if (partial != 1.0f) {
+      return f.Error("partial_rotary_factor",
+                     absl::StrCat(partial, " is not supported (rotary embedding on every "
+                                           "dimension only)"));
+    }
   }
 
   switch (c.architecture) {

@@ -47,6 +47,16 @@ void Grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+// Positions the rotary table must cover: the model's context, but no more
+// than the KV cache can hold (the scheduler caps max_model_len at it) — a
+// 1M-position model would otherwise spend 0.5 GB and seconds on a table most of
+// which no sequence can reach.
+int32_t RopePositions(const ModelConfig& c, const CacheEngine& cache) {
+  const int64_t slots = int64_t{cache.options().num_device_blocks} * cache.options().block_size;
+  return static_cast<int32_t>(
+      std::max<int64_t>(1, std::min<int64_t>(c.max_position_embeddings, slots)));
+}
+
 std::optional<kernels::cpu::Llama3RopeScaling> RopeScalingOf(const ModelConfig& c) {
   if (!c.rope_scaling.has_value()) return std::nullopt;
   return kernels::cpu::Llama3RopeScaling{c.rope_scaling->factor, c.rope_scaling->low_freq_factor,
@@ -61,7 +71,7 @@ ModelRunner::ModelRunner(const ModelWeights& weights, CacheEngine& cache, Commun
       cache_(cache),
       reducer_(comm),
       rope_(weights.config.head_dim, weights.config.rope_theta, RopeScalingOf(weights.config),
-            weights.config.max_position_embeddings) {}
+            RopePositions(weights.config, cache)) {}
 
 absl::Status ModelRunner::Forward(const ForwardBatch& batch, std::vector<float>& logits) {
   const ModelConfig& c = w_.config;

@@ -292,10 +292,53 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"attention_bias", R"({"attention_bias": true})",
                   "'attention_bias': true is not supported"},
         ErrorCase{"mlp_bias", R"({"mlp_bias": true})", "'mlp_bias'"},
+        ErrorCase{"quantized",
+                  R"({"quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}})",
+                  "'quantization_config': quantized checkpoints are not supported"},
+        ErrorCase{"partial_rotary", R"({"partial_rotary_factor": 0.5})",
+                  "'partial_rotary_factor': 0.5 is not supported"},
         ErrorCase{"eos_string", R"({"eos_token_id": [128001, "x"]})", "'eos_token_id'"},
         ErrorCase{"eos_negative", R"({"eos_token_id": -1})", "'eos_token_id': token id"},
         ErrorCase{"bos_list", R"({"bos_token_id": [1]})", "'bos_token_id'"}),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.label; });
+
+// Spellings of what folio does implement are accepted: "swish" is silu,
+// a partial_rotary_factor of 1 or null is the full rotary embedding, a null
+// quantization_config is none.
+TEST(ModelConfigTest, AcceptsEquivalentSpellings) {
+  json j = json::parse(kMistral);
+  j["hidden_act"] = "swish";
+  j["partial_rotary_factor"] = 1.0;
+  j["quantization_config"] = nullptr;
+  absl::StatusOr<ModelConfig> c = ModelConfig::Parse(j.dump(), "m.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  j["partial_rotary_factor"] = nullptr;
+  EXPECT_TRUE(ModelConfig::Parse(j.dump(), "m.json").ok());
+}
+
+// The window of the KV cache as a whole: only when every layer has one.
+TEST(ModelConfigTest, CacheWindowNeedsEveryLayerWindowed) {
+  json mistral = json::parse(kMistral);
+  mistral["sliding_window"] = 4096;
+  absl::StatusOr<ModelConfig> m = ModelConfig::Parse(mistral.dump(), "m.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->CacheWindow(), 4096);
+  mistral["sliding_window"] = nullptr;
+  m = ModelConfig::Parse(mistral.dump(), "m.json");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->CacheWindow(), 0);
+  json qwen = json::parse(kQwen2);
+  qwen["use_sliding_window"] = true;
+  qwen["sliding_window"] = 512;
+  qwen["max_window_layers"] = 0;  // every layer windowed
+  absl::StatusOr<ModelConfig> q = ModelConfig::Parse(qwen.dump(), "q.json");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->CacheWindow(), 512);
+  qwen["max_window_layers"] = 1;  // layer 0 sees everything
+  q = ModelConfig::Parse(qwen.dump(), "q.json");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->CacheWindow(), 0);
+}
 
 TEST(ModelConfigTest, MistralSlidingWindowMustBePositive) {
   json j = json::parse(kMistral);
