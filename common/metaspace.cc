@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "common/byte_level.h"
+#include "common/unicode_nfc.h"
 
 namespace folio {
 namespace {
@@ -34,6 +35,8 @@ std::string Normalize(std::string_view text, const std::vector<NormalizerStep>& 
   for (const NormalizerStep& step : steps) {
     if (step.kind == NormalizerStep::Kind::kPrepend) {
       if (!s.empty()) s.insert(0, step.to);
+    } else if (step.kind == NormalizerStep::Kind::kNfc) {
+      s = NfcNormalize(s);
     } else {
       ReplaceAll(&s, step.from, step.to);
     }

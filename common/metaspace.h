@@ -16,10 +16,11 @@ namespace folio {
 // U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's space.
 inline constexpr std::string_view kMetaspace = "\xE2\x96\x81";
 
-// One step of a normalizer: Prepend{prepend} (only to non-empty text) or
-// Replace{pattern: {String: from}, content: to} (every occurrence).
+// One step of a normalizer: Prepend{prepend} (only to non-empty text),
+// Replace{pattern: {String: from}, content: to} (every occurrence) or NFC
+// (common/unicode_nfc.h).
 struct NormalizerStep {
-  enum class Kind { kPrepend, kReplace };
+  enum class Kind { kPrepend, kReplace, kNfc };
   Kind kind = Kind::kPrepend;
   std::string from;  // kReplace: the literal replaced
   std::string to;    // kPrepend: the prefix; kReplace: the replacement

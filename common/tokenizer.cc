@@ -37,10 +37,8 @@ Tokenizer::Tokenizer() {
 Tokenizer::~Tokenizer() = default;
 
 std::optional<TokenId> Tokenizer::FindToken(std::string_view token) const {
-  if (!token.empty()) {
-    for (int32_t k : added_by_first_byte_[static_cast<uint8_t>(token[0])])
-      if (added_[k].content == token) return added_[k].id;
-  }
+  if (auto it = added_by_content_.find(AbslView(token)); it != added_by_content_.end())
+    return it->second;
   std::string bytes;
   if (utf8_vocab_) {
     if (auto it = bytes_to_id_.find(AbslView(token)); it != bytes_to_id_.end()) return it->second;
@@ -52,18 +50,40 @@ std::optional<TokenId> Tokenizer::FindToken(std::string_view token) const {
   return std::nullopt;
 }
 
-int Tokenizer::MatchAddedToken(std::string_view text, size_t pos) const {
-  for (int32_t k : added_by_first_byte_[static_cast<uint8_t>(text[pos])]) {
-    const AddedToken& a = added_[k];
-    if (text.compare(pos, a.content.size(), a.content) != 0) continue;
+int Tokenizer::MatchAddedToken(const AddedTokenSet& set, std::string_view text, size_t pos) {
+  for (int32_t k : set.by_first_byte[static_cast<uint8_t>(text[pos])]) {
+    const AddedToken& a = set.tokens[k];
+    if (text.compare(pos, a.pattern.size(), a.pattern) != 0) continue;
     if (a.single_word) {
-      const size_t end = pos + a.content.size();
+      const size_t end = pos + a.pattern.size();
       if ((pos > 0 && IsWordByte(text[pos - 1])) || (end < text.size() && IsWordByte(text[end])))
         continue;
     }
     return k;
   }
   return -1;
+}
+
+template <class EncodeStretch>
+void Tokenizer::SplitAtAddedTokens(const AddedTokenSet& set, std::string_view text,
+                                   std::vector<TokenId>* ids, EncodeStretch encode_stretch) {
+  size_t start = 0;  // first byte not yet encoded
+  for (size_t pos = 0; pos < text.size() && !set.tokens.empty(); ++pos) {
+    if (set.by_first_byte[static_cast<uint8_t>(text[pos])].empty()) continue;
+    const int k = MatchAddedToken(set, text, pos);
+    if (k < 0) continue;
+    const AddedToken& a = set.tokens[k];
+    size_t s = pos, e = pos + a.pattern.size();
+    if (a.lstrip)
+      while (s > start && IsAsciiSpace(text[s - 1])) --s;
+    if (a.rstrip)
+      while (e < text.size() && IsAsciiSpace(text[e])) ++e;
+    if (s > start) encode_stretch(text.substr(start, s - start), start);
+    ids->push_back(a.id);
+    start = e;
+    pos = e - 1;
+  }
+  if (start < text.size()) encode_stretch(text.substr(start), start);
 }
 
 std::vector<TokenId> Tokenizer::Encode(std::string_view text, bool add_bos) const {
@@ -75,23 +95,9 @@ std::vector<TokenId> Tokenizer::Encode(std::string_view text, bool add_bos) cons
     text = clean;
   }
   ids.reserve(ids.size() + text.size() / 3 + 1);
-  size_t start = 0;  // first byte not yet encoded
-  for (size_t pos = 0; pos < text.size(); ++pos) {
-    if (added_by_first_byte_[static_cast<uint8_t>(text[pos])].empty()) continue;
-    const int k = MatchAddedToken(text, pos);
-    if (k < 0) continue;
-    const AddedToken& a = added_[k];
-    size_t s = pos, e = pos + a.content.size();
-    if (a.lstrip)
-      while (s > start && IsAsciiSpace(text[s - 1])) --s;
-    if (a.rstrip)
-      while (e < text.size() && IsAsciiSpace(text[e])) ++e;
-    EncodeOrdinary(text.substr(start, s - start), start == 0, &ids);
-    ids.push_back(a.id);
-    start = e;
-    pos = e - 1;
-  }
-  EncodeOrdinary(text.substr(start), start == 0, &ids);
+  SplitAtAddedTokens(raw_added_, text, &ids, [&](std::string_view stretch, size_t offset) {
+    EncodeOrdinary(stretch, offset == 0, &ids);
+  });
   return ids;
 }
 
@@ -110,6 +116,11 @@ std::vector<std::string> Tokenizer::PreTokenize(std::string_view text) const {
     AppendUtf8Lossy(text, /*final=*/true, &clean);
     text = clean;
   }
+  std::string normalized;
+  if (!normalizers_.empty()) {
+    normalized = Normalize(text, normalizers_);
+    text = normalized;
+  }
   std::vector<std::string> pieces;
   PreTokenizeInto(text, /*first=*/true, &pieces);
   return pieces;
@@ -118,11 +129,6 @@ std::vector<std::string> Tokenizer::PreTokenize(std::string_view text) const {
 void Tokenizer::PreTokenizeInto(std::string_view text, bool first,
                                 std::vector<std::string>* pieces) const {
   pieces->clear();
-  std::string normalized;
-  if (!normalizers_.empty()) {
-    normalized = Normalize(text, normalizers_);
-    text = normalized;
-  }
   if (text.empty()) return;
   if (metaspace_.has_value()) {
     ApplyMetaspace(text, *metaspace_, first, pieces);
@@ -139,6 +145,25 @@ void Tokenizer::PreTokenizeInto(std::string_view text, bool first,
 
 void Tokenizer::EncodeOrdinary(std::string_view text, bool first,
                                std::vector<TokenId>* out) const {
+  if (text.empty()) return;
+  std::string normalized;
+  if (!normalizers_.empty()) {
+    normalized = Normalize(text, normalizers_);
+    text = normalized;
+  }
+  if (normalized_added_.tokens.empty()) {
+    EncodeNormalized(text, first, out);
+    return;
+  }
+  // As tokenizers' AddedVocabulary: offsets are now in the normalized text;
+  // only a piece at its start can start the input.
+  SplitAtAddedTokens(normalized_added_, text, out, [&](std::string_view piece, size_t offset) {
+    EncodeNormalized(piece, first && offset == 0, out);
+  });
+}
+
+void Tokenizer::EncodeNormalized(std::string_view text, bool first,
+                                 std::vector<TokenId>* out) const {
   if (text.empty()) return;
   std::vector<std::string> pieces;
   PreTokenizeInto(text, first, &pieces);

@@ -6,15 +6,18 @@
 // TinyLlama, Mistral: "▁" for spaces, byte-fallback tokens).
 //
 // Encoding, as the `tokenizers` library does it:
-//   1. added tokens (special or not) found literally in the text map to their
-//      ids (leftmost, longest first; lstrip/rstrip absorb ASCII whitespace;
-//      single_word treats ASCII alphanumerics, '_' and non-ASCII as word chars);
-//   2. each stretch between them is normalized (none, NFC - see below -, or
-//      Prepend / Replace steps, in a Sequence) and split by the
-//      pre-tokenizers: Metaspace (first, if present; "first" prepends only to
-//      the stretch that starts the text), ByteLevel (use_regex: the GPT-2
-//      regex), Split with a Regex or String pattern (PCRE2 with UTF and UCP,
-//      JIT when available) and any behavior/invert, Digits, or a Sequence;
+//   1. added tokens (special or not) map to their ids where they occur
+//      (leftmost, longest first; lstrip/rstrip absorb ASCII whitespace;
+//      single_word treats ASCII alphanumerics, '_' and non-ASCII as word
+//      chars): first those marked "normalized": false, found in the raw text;
+//      then each stretch between them is normalized (none, NFC, or Prepend /
+//      Replace steps, in a Sequence) and those marked "normalized": true are
+//      found in it, spelled as the normalizer spells their content;
+//   2. each stretch left is split by the pre-tokenizers: Metaspace (first, if
+//      present; "first" prepends only to the stretch that starts the text),
+//      ByteLevel (use_regex: the GPT-2 regex), Split with a Regex or String
+//      pattern (PCRE2 with UTF and UCP, JIT when available) and any
+//      behavior/invert, Digits, or a Sequence;
 //   3. each pre-token is BPE-merged by rank over its bytes (byte-level: the
 //      byte map only changes how tokens are spelled in the file) or over its
 //      UTF-8 characters (SentencePiece style; a character the vocab lacks
@@ -25,15 +28,19 @@
 // style, as the decoders do it: "▁" reads as a space (a Metaspace decoder
 // drops those of the first token), a run of byte-fallback tokens as its bytes
 // (one U+FFFD per token when the run is not valid UTF-8), and a Strip decoder
-// drops leading spaces of the text. Streaming (IncrementalDetokenizer) takes
-// each token's bytes as they come: no stripping, output in context.
+// drops leading spaces of the text. Added tokens go through the same
+// decoder (their normalized content, for "normalized": true ones), as
+// `tokenizers` does: "▁" in a SentencePiece-style added token reads as a
+// space, a byte-level one is byte-decoded when all its characters are in
+// GPT-2's byte map. Streaming (IncrementalDetokenizer) takes each token's
+// bytes as they come: no stripping, output in context.
 //
 // Not supported (INVALID_ARGUMENT at load, naming the field and file): models
 // other than BPE, subword prefixes/suffixes, normalizers other than those
 // above, decoders other than ByteLevel / Metaspace / Replace / ByteFallback /
-// Fuse / Strip (of leading spaces), other pre-tokenizers.
-// The NFC normalizer (Qwen2) is accepted and treated as the identity: prompts
-// are almost always NFC already, and pulling in ICU for it is not worth it.
+// Fuse / Strip (of leading spaces), other pre-tokenizers (NFD, NFKC and NFKD
+// too). NFC (Qwen2, Qwen3) is common/unicode_nfc.h, with the tables of the
+// Unicode version it names.
 // The post_processor's TemplateProcessing (alone or in a Sequence) gives the
 // special tokens put around a prompt (EncodePrompt: Llama's BOS); ByteLevel
 // and null add none (GPT-2, Qwen2); others are ignored.
@@ -85,8 +92,8 @@ class Tokenizer {
   // skip_special_tokens is set.
   std::string Decode(std::span<const TokenId> ids, bool skip_special_tokens = true) const;
 
-  // The pre-tokens (raw bytes) of a text without added tokens: steps 2 of the
-  // encoding above. For tests and debugging.
+  // The pre-tokens (raw bytes) of a text without added tokens: the
+  // normalization and step 2 of the encoding above. For tests and debugging.
   std::vector<std::string> PreTokenize(std::string_view text) const;
 
   // max id + 1 over the vocab and the added tokens.
@@ -112,8 +119,9 @@ class Tokenizer {
     return id >= 0 && id < vocab_size() && tokens_[id].byte_fallback;
   }
 
-  // Raw bytes of one token (an added token's content, a vocab token
-  // byte-level decoded); empty for ids outside the vocabulary.
+  // Raw bytes of one token as the decoder spells it (a vocab token
+  // byte-level decoded or with "▁" as a space, an added token likewise);
+  // empty for ids outside the vocabulary.
   std::string TokenBytes(TokenId id) const { return std::string(TokenBytesView(id)); }
   std::string_view TokenBytesView(TokenId id) const {
     return id >= 0 && id < vocab_size() ? std::string_view(tokens_[id].bytes) : std::string_view();
@@ -126,9 +134,15 @@ class Tokenizer {
     bool byte_fallback = false;  // "<0xAB>", decoded as its byte
   };
   struct AddedToken {
-    std::string content;
+    std::string content;  // as in tokenizer.json
+    std::string pattern;  // what is matched: content, normalized if "normalized"
     TokenId id;
     bool single_word, lstrip, rstrip;
+  };
+  // Added tokens matched in one pass, longest pattern first.
+  struct AddedTokenSet {
+    std::vector<AddedToken> tokens;
+    std::array<std::vector<int32_t>, 256> by_first_byte;  // indices into tokens
   };
   struct Merge {
     int32_t rank;
@@ -141,11 +155,20 @@ class Tokenizer {
   static uint64_t PairKey(TokenId a, TokenId b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
-  // Finds the added token to split out at text[pos]; returns its index or -1.
-  int MatchAddedToken(std::string_view text, size_t pos) const;
-  // Normalizes, pre-tokenizes and BPE-encodes a stretch of text without added
-  // tokens (first: it starts the input).
+  // Finds the added token of `set` to split out at text[pos]; returns its
+  // index or -1.
+  static int MatchAddedToken(const AddedTokenSet& set, std::string_view text, size_t pos);
+  // Appends to *ids the ids of the added tokens of `set` found in `text`, and
+  // calls encode_stretch(stretch, offset in text) for the text before, between
+  // and after them.
+  template <class EncodeStretch>
+  static void SplitAtAddedTokens(const AddedTokenSet& set, std::string_view text,
+                                 std::vector<TokenId>* ids, EncodeStretch encode_stretch);
+  // Normalizes, splits out the normalized added tokens and encodes the rest
+  // of a stretch between non-normalized ones (first: it starts the input).
   void EncodeOrdinary(std::string_view text, bool first, std::vector<TokenId>* out) const;
+  // Pre-tokenizes and BPE-encodes normalized text without added tokens.
+  void EncodeNormalized(std::string_view text, bool first, std::vector<TokenId>* out) const;
   void PreTokenizeInto(std::string_view text, bool first, std::vector<std::string>* pieces) const;
   // BPE of one pre-token (raw bytes).
   void EncodePiece(std::string_view piece, std::vector<TokenId>* out) const;
@@ -159,8 +182,9 @@ class Tokenizer {
   absl::flat_hash_map<std::string, TokenId> odd_vocab_;        // vocab not byte-level spelled
   absl::flat_hash_map<uint64_t, Merge> merges_;                // (left, right) -> merge
   std::array<TokenId, 256> byte_id_;                           // single bytes; -1 if absent
-  std::vector<AddedToken> added_;                              // longest content first
-  std::array<std::vector<int32_t>, 256> added_by_first_byte_;  // indices into added_
+  AddedTokenSet raw_added_;                                    // "normalized": false
+  AddedTokenSet normalized_added_;                             // "normalized": true
+  absl::flat_hash_map<std::string, TokenId> added_by_content_;  // both, by content
   std::vector<PreTokenizerStep> pre_tokenizers_;               // applied in order
   // SentencePiece style: the vocab is spelled in UTF-8 (bytes_to_id_ keys
   // are those spellings), merged by character.

@@ -152,7 +152,10 @@ class Tokenizer::Loader {
   absl::Status LoadNormalizer(const json& n, const std::string& field) {
     if (n.is_null()) return absl::OkStatus();
     const std::string type = TypeOf(n);
-    if (type == "NFC") return absl::OkStatus();  // see tokenizer.h
+    if (type == "NFC") {
+      t_->normalizers_.push_back({NormalizerStep::Kind::kNfc, "", ""});
+      return absl::OkStatus();
+    }
     if (type == "Sequence") {
       return ForEachIn(n, "normalizers", field, [&](const json& e, const std::string& sub) {
         return LoadNormalizer(e, sub);
@@ -178,7 +181,11 @@ class Tokenizer::Loader {
   absl::Status LoadDecoder(const json& d, const std::string& field) {
     if (d.is_null()) return absl::OkStatus();
     const std::string type = TypeOf(d);
-    if (type == "ByteLevel" || type == "Fuse") return absl::OkStatus();
+    if (type == "ByteLevel") {
+      decode_byte_level_ = true;
+      return absl::OkStatus();
+    }
+    if (type == "Fuse") return absl::OkStatus();
     if (type == "Sequence") {
       return ForEachIn(d, "decoders", field, [&](const json& e, const std::string& sub) {
         return LoadDecoder(e, sub);
@@ -329,10 +336,7 @@ class Tokenizer::Loader {
         const int byte = ByteFallbackValue(spelled);
         if (byte >= 0) t_->fallback_id_[byte] = tid;
         t_->bytes_to_id_[spelled] = tid;
-        const bool fallback = byte >= 0 && decode_byte_fallback_;
-        t_->tokens_[tid].byte_fallback = fallback;
-        t_->tokens_[tid].bytes = fallback ? std::string(1, static_cast<char>(byte))
-                                          : Normalize(spelled, decode_steps_);
+        DecodeUtf8Spelling(spelled, &t_->tokens_[tid]);
       } else if (ByteLevelDecode(spelled, &bytes)) {
         t_->bytes_to_id_[bytes] = tid;
         t_->tokens_[tid].bytes = std::move(bytes);
@@ -414,18 +418,28 @@ class Tokenizer::Loader {
         return Invalid(field + ".content", "empty or not UTF-8");
       const auto tid = static_cast<TokenId>(id);
       Grow(tid);
-      t_->tokens_[tid].bytes = content;
+      // A "normalized" token is matched, and decoded, as the normalizer spells it.
+      const bool normalized = a.value("normalized", false);
+      std::string pattern =
+          normalized && !t_->normalizers_.empty() ? Normalize(content, t_->normalizers_) : content;
+      DecodeAddedToken(pattern, &t_->tokens_[tid]);
       t_->tokens_[tid].special = a.value("special", false);
-      t_->added_.push_back({std::move(content), tid, a.value("single_word", false),
-                            a.value("lstrip", false), a.value("rstrip", false)});
+      t_->added_by_content_.try_emplace(content, tid);
+      if (pattern.empty()) continue;  // a normalizer erased it: nothing to match
+      AddedTokenSet& set = normalized ? t_->normalized_added_ : t_->raw_added_;
+      set.tokens.push_back({std::move(content), std::move(pattern), tid,
+                            a.value("single_word", false), a.value("lstrip", false),
+                            a.value("rstrip", false)});
     }
-    std::stable_sort(t_->added_.begin(), t_->added_.end(),
-                     [](const AddedToken& x, const AddedToken& y) {
-                       return x.content.size() > y.content.size();
-                     });
-    for (size_t k = 0; k < t_->added_.size(); ++k) {
-      const auto first = static_cast<uint8_t>(t_->added_[k].content[0]);
-      t_->added_by_first_byte_[first].push_back(static_cast<int32_t>(k));
+    for (AddedTokenSet* set : {&t_->raw_added_, &t_->normalized_added_}) {
+      std::stable_sort(set->tokens.begin(), set->tokens.end(),
+                       [](const AddedToken& x, const AddedToken& y) {
+                         return x.pattern.size() > y.pattern.size();
+                       });
+      for (size_t k = 0; k < set->tokens.size(); ++k) {
+        const auto first = static_cast<uint8_t>(set->tokens[k].pattern[0]);
+        set->by_first_byte[first].push_back(static_cast<int32_t>(k));
+      }
     }
     for (std::string_view name : {"<|begin_of_text|>", "<s>", "<|startoftext|>", "<|endoftext|>"}) {
       if (std::optional<TokenId> id = t_->FindToken(name)) {
@@ -442,6 +456,28 @@ class Tokenizer::Loader {
     return it == map.end() ? std::nullopt : std::optional<TokenId>(it->second);
   }
 
+  // A vocab token spelled in UTF-8 ("▁the", "<0x0A>") as the decoder reads it.
+  void DecodeUtf8Spelling(const std::string& spelled, TokenInfo* token) const {
+    const int byte = ByteFallbackValue(spelled);
+    token->byte_fallback = byte >= 0 && decode_byte_fallback_;
+    token->bytes = token->byte_fallback ? std::string(1, static_cast<char>(byte))
+                                        : Normalize(spelled, decode_steps_);
+  }
+
+  // An added token's text as the decoder reads it (tokenizers decodes added
+  // tokens with the model's tokens): like a vocab token when SentencePiece
+  // style; byte-level decoded by a ByteLevel decoder when every character is
+  // in the byte map (as its decoder does), else as it is.
+  void DecodeAddedToken(const std::string& text, TokenInfo* token) const {
+    if (t_->utf8_vocab_) {
+      DecodeUtf8Spelling(text, token);
+      return;
+    }
+    token->byte_fallback = false;
+    std::string bytes;
+    token->bytes = decode_byte_level_ && ByteLevelDecode(text, &bytes) ? std::move(bytes) : text;
+  }
+
   void Grow(TokenId id) {
     if (static_cast<size_t>(id) >= t_->tokens_.size()) t_->tokens_.resize(id + 1);
   }
@@ -450,6 +486,7 @@ class Tokenizer::Loader {
   Tokenizer* t_;
   std::vector<NormalizerStep> decode_steps_;  // the decoder's replacements of a spelling
   bool decode_byte_fallback_ = false;         // the decoder turns "<0xAB>" into its byte
+  bool decode_byte_level_ = false;            // the decoder maps GPT-2's byte map back
 };
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromFile(const std::string& path) {

@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/incremental_detokenizer.h"
@@ -179,6 +180,87 @@ TEST(PostProcessorTest, PromptSpecialTokensFollowTheTemplate) {
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(std::string(t.status().message()), ::testing::HasSubstr("post_processor.single[0]"));
 }
+
+// Added tokens by their "normalized" flag, as tokenizers' AddedVocabulary
+// splits: "normalized": false ones in the raw text first, then the others in
+// each normalized stretch, spelled as the normalizer spells them (the legacy
+// Prepend + Replace makes "<N>" "▁<N>": it matches only after a space or at
+// the start). All of them decode through the decoder: "▁" reads as a space.
+// Ids and texts from tokenizers 0.23.2 on each fixture plus these tokens.
+class SpmAddedTokenTest : public ::testing::TestWithParam<int> {
+ protected:
+  static constexpr const char* kLayouts[] = {"spm_legacy", "spm_metaspace",
+                                             "spm_metaspace_split"};
+  void SetUp() override {
+    std::ifstream in(kTestData + kLayouts[GetParam()] + "/tokenizer.json");
+    json j = json::parse(in);
+    auto add = [&](int id, const char* content, bool normalized, bool special) {
+      j["added_tokens"].push_back({{"id", id}, {"content", content}, {"single_word", false},
+                                   {"lstrip", false}, {"rstrip", false},
+                                   {"normalized", normalized}, {"special", special}});
+    };
+    add(800, "<N>", /*normalized=*/true, /*special=*/false);
+    add(801, "<R>", /*normalized=*/false, /*special=*/false);
+    add(802, "\xE2\x96\x81<SP>", /*normalized=*/false, /*special=*/false);  // "▁<SP>"
+    add(803, "<S>", /*normalized=*/true, /*special=*/true);
+    const std::string path =
+        ::testing::TempDir() + "/" + kLayouts[GetParam()] + "_added_tokenizer.json";
+    std::ofstream(path) << j.dump();
+    absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::LoadFromFile(path);
+    ASSERT_TRUE(t.ok()) << t.status();
+    tokenizer_ = *std::move(t);
+  }
+  // The expectation of this layout.
+  template <class T>
+  T Of(T legacy, T metaspace, T split) const {
+    T* all[] = {&legacy, &metaspace, &split};
+    return std::move(*all[GetParam()]);
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+TEST_P(SpmAddedTokenTest, NormalizedTokensMatchTheNormalizedText) {
+  using Ids = std::vector<TokenId>;
+  const Tokenizer& t = *tokenizer_;
+  EXPECT_EQ(t.Encode("a <N> b"), Of<Ids>({262, 800, 273}, {262, 720, 800, 273},
+                                          {262, 720, 800, 273}));
+  EXPECT_EQ(t.Encode("a<N>b"), Of<Ids>({262, 63, 769, 65, 740}, {262, 800, 740},
+                                        {262, 800, 273}));
+  EXPECT_EQ(t.Encode("<N>"), Ids({800}));
+  EXPECT_EQ(t.Encode("a  <N>"), Of<Ids>({262, 720, 800}, {262, 438, 800}, {262, 720, 720, 800}));
+  EXPECT_EQ(t.Encode("<N><N>"), Of<Ids>({800, 63, 769, 65}, {800, 800}, {800, 800}));
+  EXPECT_EQ(t.Encode("<R><N>"), Ids({801, 800}));
+  EXPECT_EQ(t.Encode("And <N> God <R> said"),
+            Of<Ids>({300, 800, 391, 720, 801, 720, 394}, {300, 720, 800, 391, 720, 801, 394},
+                    {300, 720, 800, 391, 720, 801, 394}));
+  EXPECT_EQ(t.Encode("a <S> b"), Of<Ids>({262, 803, 273}, {262, 720, 803, 273},
+                                          {262, 720, 803, 273}));
+  EXPECT_EQ(t.Encode("said\xE2\x96\x81<SP>God"),
+            Of<Ids>({394, 802, 391}, {394, 802, 755, 334}, {394, 802, 391}));
+  EXPECT_EQ(t.FindToken("<N>"), 800);
+}
+
+TEST_P(SpmAddedTokenTest, AddedTokensDecodeThroughTheDecoder) {
+  using Text = std::string;
+  const Tokenizer& t = *tokenizer_;
+  const std::vector<TokenId> normalized = {262, 800, 273}, spaced = {262, 802, 273};
+  EXPECT_EQ(t.Decode(normalized), Of<Text>("a <N> b", "a<N> b", "a<N> b"));
+  EXPECT_EQ(t.Decode(spaced), "a <SP> b");
+  EXPECT_EQ(t.Decode({{802}}), "<SP>");  // Strip, or the Metaspace decoder's first token
+  EXPECT_EQ(t.Decode({{1, 802, 262}}, /*skip_special_tokens=*/false), "<s> <SP> a");
+  EXPECT_EQ(t.Decode({{1, 802, 262}}), "<SP> a");
+  EXPECT_EQ(t.Decode({{801, 262}}), "<R> a");
+  // (tokenizers 0.23.2 does not skip the special "<S>" under the legacy
+  // normalizer: it looks its normalized "▁<S>" up among the special tokens.)
+  EXPECT_EQ(t.Decode({{262, 803, 273}}), "a b");
+  // Streamed: the same text in context.
+  EXPECT_EQ(IncrementalDetokenizer::Text(t, normalized),
+            Of<Text>(" a <N> b", " a<N> b", " a<N> b"));
+  EXPECT_EQ(IncrementalDetokenizer::Text(t, spaced), " a <SP> b");
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, SpmAddedTokenTest, ::testing::Values(0, 1, 2));
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SpmTokenizerTest,
                          ::testing::Values("spm_legacy", "spm_metaspace", "spm_metaspace_split"));

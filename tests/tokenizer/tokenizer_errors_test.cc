@@ -153,6 +153,26 @@ TEST(TokenizerErrorsTest, UnsupportedPartsNameTheirField) {
   }
 }
 
+// Only NFC of the Unicode normalization forms is implemented: the others are
+// refused by name (silently skipping one would give wrong ids), alone or in a
+// Sequence.
+TEST(TokenizerErrorsTest, OtherUnicodeNormalizationFormsAreRefused) {
+  for (const char* form : {"NFD", "NFKC", "NFKD"}) {
+    json j = testing_util::BpeJson(BpeSpec{});
+    j["normalizer"] = {{"type", form}};
+    Loaded l = LoadText(j.dump());
+    EXPECT_EQ(l.status.code(), absl::StatusCode::kInvalidArgument) << form;
+    EXPECT_THAT(Message(l.status),
+                AllOf(HasSubstr(l.path), HasSubstr("normalizer.type"), HasSubstr(form)));
+    j["normalizer"] = {{"type", "Sequence"},
+                       {"normalizers", {{{"type", "NFC"}}, {{"type", form}}}}};
+    l = LoadText(j.dump());
+    EXPECT_EQ(l.status.code(), absl::StatusCode::kInvalidArgument) << form;
+    EXPECT_THAT(Message(l.status),
+                AllOf(HasSubstr("normalizer.normalizers[1].type"), HasSubstr(form)));
+  }
+}
+
 TEST(TokenizerErrorsTest, WronglyTypedFieldsAreStatusesNotExceptions) {
   for (auto modify :
        {+[](json& j) { j["model"]["ignore_merges"] = "yes"; },
