@@ -428,8 +428,15 @@ AllocStatus Scheduler::CheckAdmission(Request& r, std::string* why) {
   // will free more: "later" would be forever (say, a recompute-preempted
   // group whose sequences, no longer sharing blocks, outgrew the pool).
   if (status == AllocStatus::kLater && running_.empty() && swapped_.empty()) {
+    int32_t blocks = 0;
+    for (const Sequence* seq : seqs) blocks += kv_.BlocksForTokens(seq->num_tokens() + 1);
     *why = absl::StrCat("does not fit even in an empty KV cache (", config_.num_device_blocks,
-                        " blocks)");
+                        " blocks): its ", seqs.size(), " sequence(s) need ", blocks,
+                        r.preempted ? " blocks to be computed again" : " blocks");
+    if (r.preempted && config_.num_host_blocks == 0) {
+      absl::StrAppend(why, "; swap space (--swap-space-mb) lets a preempted group swap out "
+                           "instead of being recomputed");
+    }
     status = AllocStatus::kNever;
   }
   if (status == AllocStatus::kOk) r.reserved_tokens = reserve;
