@@ -119,6 +119,10 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry, const Options
   auto& preemptions = counter("folio_preemptions_total", "Requests preempted, by mode.");
   preemptions_swap_ = &preemptions.Add({{"model", model}, {"mode", "swap"}});
   preemptions_recompute_ = &preemptions.Add({{"model", model}, {"mode", "recompute"}});
+  window_released_ = &counter("folio_kv_cache_window_released_blocks_total",
+                              "Device KV blocks given back because they fell out of every "
+                              "query's sliding window (models windowed on every layer).")
+                          .Add({{"model", model}});
   prefix_queries_ = &counter("folio_prefix_cache_queries_total",
                              "Prompt tokens looked up in the prefix cache.")
                          .Add({{"model", model}});
@@ -207,6 +211,8 @@ void SchedulerMetrics::RecordStep(const Scheduler& scheduler, int32_t num_schedu
   Advance(*preemptions_swap_, stats.num_preemptions_swap, &last_stats_.num_preemptions_swap);
   Advance(*preemptions_recompute_, stats.num_preemptions_recompute,
           &last_stats_.num_preemptions_recompute);
+  Advance(*window_released_, stats.num_window_released_blocks,
+          &last_stats_.num_window_released_blocks);
   Advance(*prompt_tokens_, stats.num_prompt_tokens, &last_stats_.num_prompt_tokens);
   Advance(*generation_tokens_, stats.num_generation_tokens, &last_stats_.num_generation_tokens);
   const KvCacheManager::PrefixCacheStats& prefix = kv.prefix_cache_stats();

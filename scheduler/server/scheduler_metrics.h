@@ -12,6 +12,8 @@
 //   folio_kv_cache_fragmentation_ratio                    gauge, device pool
 //   folio_requests_running / _waiting / _swapped          gauges
 //   folio_preemptions_total{mode=swap|recompute}          counter
+//   folio_kv_cache_window_released_blocks_total           counter: device blocks
+//                         given back as they fell out of a sliding window
 //   folio_prefix_cache_queries_total / _hits_total        counters, in tokens
 //   folio_prompt_tokens_total / folio_generation_tokens_total   counters
 //   folio_request_success_total{finish_reason}            counter
@@ -133,6 +135,7 @@ class SchedulerMetrics {
   CachedGauge swapped_;
   prometheus::Counter* preemptions_swap_ = nullptr;
   prometheus::Counter* preemptions_recompute_ = nullptr;
+  prometheus::Counter* window_released_ = nullptr;
   prometheus::Counter* prefix_queries_ = nullptr;
   prometheus::Counter* prefix_hits_ = nullptr;
   prometheus::Counter* prompt_tokens_ = nullptr;

@@ -2,7 +2,9 @@
 // endpoint (common/metrics_server.h) while the engine serves the demo model
 // on an in-process CPU worker: every DESIGN.md name with its type and
 // labels, counters that match the workload exactly, KV gauges that move and
-// come back to zero, preemptions by mode, prefix-cache hits in tokens.
+// come back to zero, preemptions by mode, prefix-cache hits in tokens, and
+// (on a windowed scheduler driven by a simulated worker) the blocks given
+// back by sliding windows.
 
 #include "scheduler/server/scheduler_metrics.h"
 
@@ -17,6 +19,7 @@
 #include "common/metrics_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "scheduler/simulated_worker.h"
 #include "server_test_util.h"
 #include "tests/common/metrics_scrape.h"
 
@@ -370,6 +373,52 @@ TEST(SchedulerMetricsTest, PrefixCacheHitsAreCountedInTokens) {
   EXPECT_EQ(hits, second_usage.cached_prompt_tokens());
   EXPECT_GE(hits, 32);
   EXPECT_EQ(std::fmod(hits, 16.0), 0.0) << "hits are whole blocks";
+}
+
+TEST(SchedulerMetricsTest, WindowReleasesAreCounted) {
+  SchedulerConfig c;
+  c.block_size = 8;
+  c.num_device_blocks = 64;
+  c.max_model_len = 512;
+  c.sliding_window = 12;
+  c.check_invariants = true;
+  absl::StatusOr<std::unique_ptr<Scheduler>> sched = Scheduler::Create(c);
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  SimulatedWorker::Options wo;
+  wo.block_size = c.block_size;
+  wo.num_device_blocks = c.num_device_blocks;
+  wo.sliding_window = c.sliding_window;
+  SimulatedWorker worker(wo);
+  auto registry = std::make_shared<prometheus::Registry>();
+  SchedulerMetrics::Options mo;
+  mo.model_name = "folio-demo";
+  mo.block_size = c.block_size;
+  mo.num_device_blocks = c.num_device_blocks;
+  mo.refresh_interval_s = 0;
+  SchedulerMetrics metrics(*registry, mo);
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::Start("127.0.0.1", 0, registry);
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (RequestId id = 0; id < 3; ++id) {
+    RequestSpec r;
+    r.id = id;
+    r.prompt.assign(20 + id, 7 + static_cast<TokenId>(id));
+    r.sampling.max_tokens = 100;
+    r.sampling.ignore_eos = true;
+    ASSERT_TRUE((*sched)->AddRequest(r).ok());
+  }
+  for (int step = 0; (*sched)->HasUnfinishedRequests(); ++step) {
+    ASSERT_LT(step, 1000);
+    const StepPlan plan = (*sched)->Schedule();
+    absl::StatusOr<StepResult> result = worker.Execute(plan);
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_TRUE((*sched)->Update(*result).ok());
+    metrics.RecordStep(**sched, plan.num_scheduled_tokens, 0.001);
+  }
+  const int64_t released = (*sched)->stats().num_window_released_blocks;
+  EXPECT_GT(released, 3 * 10);  // ~120 tokens each, about 2 blocks kept
+  EXPECT_EQ(Must(Scrape((*server)->port()), "folio_kv_cache_window_released_blocks_total"),
+            released);
 }
 
 }  // namespace
