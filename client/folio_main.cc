@@ -134,17 +134,7 @@ Flags Parse(int argc, char** argv) {
     } else Fail("unknown flag " + flag + " (see folio run --help)");
   }
   if (!best_of_set && f.sampling.beam_width == 1) f.sampling.best_of = f.sampling.n;
-  // As the server does: ascending tokens, the last value given for a token.
-  std::vector<TokenBias>& biases = f.sampling.logit_bias;
-  std::stable_sort(biases.begin(), biases.end(),
-                   [](const TokenBias& a, const TokenBias& b) { return a.token < b.token; });
-  for (size_t i = 0; i + 1 < biases.size();) {
-    if (biases[i].token == biases[i + 1].token) {
-      biases.erase(biases.begin() + i);
-    } else {
-      ++i;
-    }
-  }
+  SortLogitBias(&f.sampling.logit_bias);
   if (f.engine.model_dir.empty()) Fail("--model is required");
   if (f.prompt.has_value() == !f.prompts_file.empty()) {
     Fail("give exactly one of --prompt and --prompts-file");

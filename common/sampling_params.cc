@@ -1,10 +1,24 @@
 #include "common/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 
 namespace folio {
+
+void SortLogitBias(std::vector<TokenBias>* biases) {
+  std::vector<TokenBias>& v = *biases;
+  std::stable_sort(v.begin(), v.end(),
+                   [](const TokenBias& a, const TokenBias& b) { return a.token < b.token; });
+  // Of each run of one token keep the last (stable: the last given).
+  size_t kept = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i + 1 < v.size() && v[i + 1].token == v[i].token) continue;
+    v[kept++] = v[i];
+  }
+  v.resize(kept);
+}
 
 absl::Status ValidateSamplingParams(const SamplingParams& p) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };

@@ -64,6 +64,10 @@ struct SamplingParams {
   int32_t NumParallelSequences() const { return UsesBeamSearch() ? beam_width : best_of; }
 };
 
+// Puts biases in the order SamplingParams::logit_bias needs: ascending
+// tokens, one entry per token (the last one given wins).
+void SortLogitBias(std::vector<TokenBias>* biases);
+
 // INVALID_ARGUMENT naming the offending field, e.g. "top_p must be in (0, 1]".
 absl::Status ValidateSamplingParams(const SamplingParams& params);
 

@@ -1,7 +1,5 @@
 #include "scheduler/server/generate_request.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "common/sampling_params.h"
 
@@ -40,8 +38,7 @@ absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in) {
   }
   p.min_tokens = static_cast<int32_t>(in.min_tokens());
   for (const auto& [token, bias] : in.logit_bias()) p.logit_bias.push_back({token, bias});
-  std::sort(p.logit_bias.begin(), p.logit_bias.end(),
-            [](const TokenBias& a, const TokenBias& b) { return a.token < b.token; });
+  SortLogitBias(&p.logit_bias);
   // Unsigned counts beyond int32 would wrap: name them before they do.
   for (auto [name, value] : {std::pair{"n", in.n()}, std::pair{"best_of", in.best_of()},
                              std::pair{"beam_width", in.beam_width()}}) {
