@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/check.h"
@@ -51,6 +52,10 @@ class BlockTable {
   }
 
   int32_t num_released() const { return num_released_; }
+  // The entries that hold a block: all but the released prefix.
+  std::span<const BlockId> live_blocks() const {
+    return std::span<const BlockId>(blocks_).subspan(static_cast<size_t>(num_released_));
+  }
   // Entries [0, n) gave their blocks back. The workers keep whatever id they
   // have there (never read), so this sends nothing. REQUIRES: n >= num_released().
   void ReleasePrefix(int32_t n) { num_released_ = n; }

@@ -226,8 +226,7 @@ void KvCacheManager::Free(Sequence& seq) {
 int32_t KvCacheManager::NumUniqueBlocks(std::span<Sequence* const> seqs) const {
   absl::flat_hash_map<BlockId, bool> seen;
   for (const Sequence* seq : seqs) {
-    const BlockTable& table = seq->block_table();
-    for (int32_t i = table.num_released(); i < table.size(); ++i) seen.try_emplace(table[i], true);
+    for (BlockId id : seq->block_table().live_blocks()) seen.try_emplace(id, true);
   }
   return static_cast<int32_t>(seen.size());
 }
@@ -266,8 +265,7 @@ void KvCacheManager::MoveBetweenPools(std::span<Sequence* const> seqs, BlockPool
     new_ids.reserve(table.size());
     // Released entries move nowhere: block 0 of the other pool stands in.
     new_ids.assign(table.num_released(), 0);
-    for (int32_t i = table.num_released(); i < table.size(); ++i) {
-      const BlockId id = table[i];
+    for (BlockId id : table.live_blocks()) {
       auto [it, inserted] = moved.try_emplace(id, kNoBlock);
       if (inserted) {
         it->second = to.Allocate();
