@@ -34,6 +34,9 @@ Sampling:
   --logit-bias ID=B   add B in [-100, 100] to token ID's logit (repeatable)
   --logprobs N        with --json: the N most likely tokens at each position
                       (raw model log-probs, as vLLM reports them)
+  --prompt-logprobs N with --json: each prompt token's log-prob given those
+                      before it, and the N most likely tokens there (no
+                      prefix-cache reuse for such requests)
 Engine:
   --block-size N (16)  --kv-cache-mb N (256)  --num-device-blocks N  --num-host-blocks N (0)
   --max-num-batched-tokens N (2048)  --max-num-seqs N (256)
@@ -49,7 +52,7 @@ still printed, with its error), 2 for bad flags or a model that cannot load.
 
 A prompts file holds one JSON object per line: {"prompt": "..."} or
 {"prompt_token_ids": [...]}, optionally with "max_tokens", "min_tokens",
-"temperature", "top_p", "top_k", "seed", "n", "logprobs".
+"temperature", "top_p", "top_k", "seed", "n", "logprobs", "prompt_logprobs".
 )";
 
 [[noreturn]] void Fail(const std::string& message) {
@@ -110,6 +113,7 @@ Flags Parse(int argc, char** argv) {
     else if (flag == "--length-penalty") s.length_penalty = Number<float>(flag, value());
     else if (flag == "--ignore-eos") s.ignore_eos = true;
     else if (flag == "--logprobs") s.logprobs = Number<int32_t>(flag, value());
+    else if (flag == "--prompt-logprobs") s.prompt_logprobs = Number<int32_t>(flag, value());
     else if (flag == "--stop-token-id") s.stop_token_ids.push_back(Number<TokenId>(flag, value()));
     else if (flag == "--min-tokens") s.min_tokens = Number<int32_t>(flag, value());
     else if (flag == "--logit-bias") {
@@ -181,6 +185,11 @@ std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
     num("top_k", r.sampling.top_k);
     num("logprobs", r.sampling.logprobs);
     num("min_tokens", r.sampling.min_tokens);
+    if (j.contains("prompt_logprobs")) {
+      int32_t n = 0;
+      num("prompt_logprobs", n);
+      r.sampling.prompt_logprobs = n;
+    }
     if (j.contains("seed")) {
       if (!j["seed"].is_number_unsigned()) Fail(where + "seed must be a non-negative integer");
       r.sampling.seed = j["seed"].get<uint64_t>();
@@ -209,8 +218,34 @@ int Run(int argc, char** argv) {
     const OfflineEngine::Result& r = (*results)[i];
     any_failed = any_failed || !r.error.empty();
     if (f.json) {
+      // Tokens with their log-probs and text ([{"token_id", "logprob",
+      // "text"}, ...], best first); the text is the token's as it would stream.
+      auto token_text = [&](TokenId token) {
+        const TokenId id[1] = {token};
+        return IncrementalDetokenizer::Text((*engine)->tokenizer(), id,
+                                            /*skip_special_tokens=*/false);
+      };
+      auto alternatives = [&](const std::vector<TokenLogprob>& tokens) {
+        nlohmann::json alts = nlohmann::json::array();
+        for (const TokenLogprob& t : tokens) {
+          alts.push_back(
+              {{"token_id", t.token_id}, {"logprob", t.logprob}, {"text", token_text(t.token_id)}});
+        }
+        return alts;
+      };
       nlohmann::json j;
       j["prompt_token_ids"] = r.prompt_token_ids;
+      if (r.has_prompt_logprobs) {
+        // vLLM's shape: null for the first prompt token, then one entry each.
+        nlohmann::json scored = nlohmann::json::array({nullptr});
+        for (const SampledToken& t : r.prompt_logprobs) {
+          scored.push_back({{"token_id", t.token_id},
+                            {"logprob", t.logprob},
+                            {"text", token_text(t.token_id)},
+                            {"top_logprobs", alternatives(t.top_logprobs)}});
+        }
+        j["prompt_logprobs"] = std::move(scored);
+      }
       j["num_cached_prompt_tokens"] = r.num_cached_prompt_tokens;
       if (!r.error.empty()) j["error"] = r.error;
       j["outputs"] = nlohmann::json::array();
@@ -225,15 +260,7 @@ int Run(int argc, char** argv) {
           // Per position: [{"token_id", "logprob", "text"}, ...], best first.
           nlohmann::json top = nlohmann::json::array();
           for (const std::vector<TokenLogprob>& position : s.top_logprobs) {
-            nlohmann::json alts = nlohmann::json::array();
-            for (const TokenLogprob& t : position) {
-              // The token's text in context, as it would stream.
-              const TokenId id[1] = {t.token_id};
-              const std::string text = IncrementalDetokenizer::Text((*engine)->tokenizer(), id,
-                                                                    /*skip_special_tokens=*/false);
-              alts.push_back({{"token_id", t.token_id}, {"logprob", t.logprob}, {"text", text}});
-            }
-            top.push_back(std::move(alts));
+            top.push_back(alternatives(position));
           }
           o["top_logprobs"] = std::move(top);
         }

@@ -61,7 +61,7 @@ int GenerateMain(int argc, char** argv) {
   std::string address = "127.0.0.1:50051";
   std::string request_id;
   int64_t max_tokens = 64, top_k = 0, n = 1, best_of = 0, beam_width = 0, logprobs = -1,
-          seed = -1, priority = 0;
+          prompt_logprobs = -1, seed = -1, priority = 0;
   double temperature = 1.0, top_p = 1.0, min_p = 0.0, repetition_penalty = 1.0,
          presence_penalty = 0.0, frequency_penalty = 0.0, timeout_s = 600, wait_s = 0;
   bool ignore_eos = false, json = false, token_ids_only = false;
@@ -101,6 +101,8 @@ int GenerateMain(int argc, char** argv) {
   flags.Bool("skip-special-tokens", &skip_special_tokens,
              "leave special tokens out of the text (--skip-special-tokens=false shows them)");
   flags.Int("logprobs", &logprobs, "top log-probs per token; -1 = none");
+  flags.Int("prompt-logprobs", &prompt_logprobs,
+            "score the prompt's tokens, with this many top log-probs each (see --json); -1 = none");
   flags.Int("priority", &priority, "lower runs sooner (priority scheduling)");
   flags.String("request-id", &request_id, "client-chosen id (for Abort)");
   flags.Bool("json", &json, "print every stream message as a JSON line");
@@ -180,6 +182,14 @@ int GenerateMain(int argc, char** argv) {
   sp->set_include_stop_str_in_output(include_stop);
   if (!skip_special_tokens) sp->set_skip_special_tokens(false);
   if (logprobs >= 0) sp->set_logprobs(static_cast<uint32_t>(logprobs));
+  if (prompt_logprobs >= 0) {
+    if (prompt_logprobs > UINT32_MAX) {
+      std::fprintf(stderr, "folio generate: --prompt-logprobs %lld is too large\n",
+                   static_cast<long long>(prompt_logprobs));
+      return 2;
+    }
+    sp->set_prompt_logprobs(static_cast<uint32_t>(prompt_logprobs));
+  }
   sp->set_priority(static_cast<int32_t>(priority));
 
   if (tls_client_cert.empty() != tls_client_key.empty()) {
@@ -228,6 +238,10 @@ int GenerateMain(int argc, char** argv) {
       if (response.has_finished()) {
         finished = response.finished();
         continue;
+      }
+      // Without --json, the prompt's scores go to stderr, one token a line.
+      for (const v1::TokenLogprob& t : response.chunk().prompt_logprobs()) {
+        std::fprintf(stderr, "[prompt token %d: logprob %.6g]\n", t.token_id(), t.logprob());
       }
       for (const v1::SequenceDelta& d : response.chunk().deltas()) {
         if (texts.size() <= d.index()) texts.resize(d.index() + 1);

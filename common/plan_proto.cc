@@ -146,6 +146,7 @@ absl::Status FromProtoScheduled(const v1::ScheduledSequence& in, const std::stri
   out->start_position = in.start_position();
   out->token_ids.assign(in.token_ids().begin(), in.token_ids().end());
   out->num_samples = in.num_samples();
+  out->prompt_logprobs = in.prompt_logprobs();
   return absl::OkStatus();
 }
 
@@ -174,6 +175,7 @@ void ToProto(const SamplingParams& p, v1::SequenceSamplingParams* out) {
   out->set_frequency_penalty(p.frequency_penalty);
   if (p.seed.has_value()) out->set_seed(*p.seed);
   out->set_logprobs(p.logprobs);
+  if (p.prompt_logprobs.has_value()) out->set_prompt_logprobs(*p.prompt_logprobs);
   out->set_n(p.n);
   out->set_best_of(p.best_of);
   out->set_beam_width(p.beam_width);
@@ -203,6 +205,11 @@ absl::Status FromProto(const v1::SequenceSamplingParams& in, SamplingParams* out
     out->seed.reset();
   }
   out->logprobs = in.logprobs();
+  if (in.has_prompt_logprobs()) {
+    out->prompt_logprobs = in.prompt_logprobs();
+  } else {
+    out->prompt_logprobs.reset();
+  }
   out->n = in.n();
   out->best_of = in.best_of();
   out->beam_width = in.beam_width();
@@ -255,6 +262,7 @@ void ToProto(const StepPlan& plan, v1::StepPlan* out) {
     p->mutable_token_ids()->Add(s.token_ids.begin(), s.token_ids.end());
     p->set_sample_mode(ToProtoMode(s.sample_mode));
     p->set_num_samples(s.num_samples);
+    p->set_prompt_logprobs(s.prompt_logprobs);
   }
   ToProtoCopies(plan.swap_out, out->mutable_swap_out());
   ToProtoCopies(plan.swap_in, out->mutable_swap_in());
@@ -317,6 +325,51 @@ absl::Status FromProto(const v1::StepPlan& in, StepPlan* out) {
   return absl::OkStatus();
 }
 
+namespace {
+
+void ToProtoTokens(const std::vector<SampledToken>& tokens,
+                   google::protobuf::RepeatedPtrField<v1::SampledToken>* out) {
+  out->Reserve(static_cast<int>(tokens.size()));
+  for (const SampledToken& t : tokens) {
+    v1::SampledToken* pt = out->Add();
+    pt->set_token_id(t.token_id);
+    pt->set_logprob(t.logprob);
+    pt->mutable_top_logprobs()->Reserve(static_cast<int>(t.top_logprobs.size()));
+    for (const TokenLogprob& lp : t.top_logprobs) {
+      v1::TokenProb* pl = pt->add_top_logprobs();
+      pl->set_token_id(lp.token_id);
+      pl->set_logprob(lp.logprob);
+    }
+  }
+}
+
+absl::Status FromProtoTokens(const google::protobuf::RepeatedPtrField<v1::SampledToken>& in,
+                             const std::string& field, std::vector<SampledToken>* out) {
+  out->resize(in.size());
+  for (int j = 0; j < in.size(); ++j) {
+    const v1::SampledToken& pt = in[j];
+    if (pt.token_id() < 0) {
+      return Bad(absl::StrCat(field, "[", j, "].token_id"),
+                 absl::StrCat("negative: ", pt.token_id()));
+    }
+    SampledToken& t = (*out)[j];
+    t.token_id = pt.token_id();
+    t.logprob = pt.logprob();
+    t.top_logprobs.resize(pt.top_logprobs_size());
+    for (int k = 0; k < pt.top_logprobs_size(); ++k) {
+      const v1::TokenProb& pl = pt.top_logprobs(k);
+      if (pl.token_id() < 0) {
+        return Bad(absl::StrCat(field, "[", j, "].top_logprobs[", k, "].token_id"),
+                   absl::StrCat("negative: ", pl.token_id()));
+      }
+      t.top_logprobs[k] = {pl.token_id(), pl.logprob()};
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 void ToProto(const StepResult& result, v1::StepResult* out) {
   out->set_step_id(result.step_id);
   out->clear_samples();
@@ -324,18 +377,14 @@ void ToProto(const StepResult& result, v1::StepResult* out) {
   for (const SequenceSamples& s : result.samples) {
     v1::SequenceSamples* p = out->add_samples();
     p->set_seq_id(s.seq_id);
-    p->mutable_tokens()->Reserve(static_cast<int>(s.tokens.size()));
-    for (const SampledToken& t : s.tokens) {
-      v1::SampledToken* pt = p->add_tokens();
-      pt->set_token_id(t.token_id);
-      pt->set_logprob(t.logprob);
-      pt->mutable_top_logprobs()->Reserve(static_cast<int>(t.top_logprobs.size()));
-      for (const TokenLogprob& lp : t.top_logprobs) {
-        v1::TokenProb* pl = pt->add_top_logprobs();
-        pl->set_token_id(lp.token_id);
-        pl->set_logprob(lp.logprob);
-      }
-    }
+    ToProtoTokens(s.tokens, p->mutable_tokens());
+  }
+  out->clear_prompt_logprobs();
+  for (const PromptLogprobs& s : result.prompt_logprobs) {
+    v1::PromptLogprobs* p = out->add_prompt_logprobs();
+    p->set_seq_id(s.seq_id);
+    p->set_first_index(s.first_index);
+    ToProtoTokens(s.tokens, p->mutable_tokens());
   }
 }
 
@@ -349,26 +398,21 @@ absl::Status FromProto(const v1::StepResult& in, StepResult* out) {
     if (ps.seq_id() < 0) return Bad(field + ".seq_id", absl::StrCat("negative: ", ps.seq_id()));
     SequenceSamples& s = out->samples[i];
     s.seq_id = ps.seq_id();
-    s.tokens.resize(ps.tokens_size());
-    for (int j = 0; j < ps.tokens_size(); ++j) {
-      const v1::SampledToken& pt = ps.tokens(j);
-      if (pt.token_id() < 0) {
-        return Bad(absl::StrCat(field, ".tokens[", j, "].token_id"),
-                   absl::StrCat("negative: ", pt.token_id()));
-      }
-      SampledToken& t = s.tokens[j];
-      t.token_id = pt.token_id();
-      t.logprob = pt.logprob();
-      t.top_logprobs.resize(pt.top_logprobs_size());
-      for (int k = 0; k < pt.top_logprobs_size(); ++k) {
-        const v1::TokenProb& pl = pt.top_logprobs(k);
-        if (pl.token_id() < 0) {
-          return Bad(absl::StrCat(field, ".tokens[", j, "].top_logprobs[", k, "].token_id"),
-                     absl::StrCat("negative: ", pl.token_id()));
-        }
-        t.top_logprobs[k] = {pl.token_id(), pl.logprob()};
-      }
+    if (auto st = FromProtoTokens(ps.tokens(), field + ".tokens", &s.tokens); !st.ok()) return st;
+  }
+  out->prompt_logprobs.clear();
+  out->prompt_logprobs.resize(in.prompt_logprobs_size());
+  for (int i = 0; i < in.prompt_logprobs_size(); ++i) {
+    const v1::PromptLogprobs& pp = in.prompt_logprobs(i);
+    const std::string field = Indexed("prompt_logprobs", i);
+    if (pp.seq_id() < 0) return Bad(field + ".seq_id", absl::StrCat("negative: ", pp.seq_id()));
+    if (pp.first_index() < 1) {
+      return Bad(field + ".first_index", absl::StrCat("must be >= 1, got ", pp.first_index()));
     }
+    PromptLogprobs& p = out->prompt_logprobs[i];
+    p.seq_id = pp.seq_id();
+    p.first_index = pp.first_index();
+    if (auto st = FromProtoTokens(pp.tokens(), field + ".tokens", &p.tokens); !st.ok()) return st;
   }
   return absl::OkStatus();
 }

@@ -40,6 +40,10 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
   if (p.logprobs < 0 || p.logprobs > kMaxLogprobs) {
     return bad("logprobs must be in [0, ", kMaxLogprobs, "], got ", p.logprobs);
   }
+  if (p.prompt_logprobs.has_value() &&
+      (*p.prompt_logprobs < 0 || *p.prompt_logprobs > kMaxLogprobs)) {
+    return bad("prompt_logprobs must be in [0, ", kMaxLogprobs, "], got ", *p.prompt_logprobs);
+  }
   if (p.max_tokens < 1) return bad("max_tokens must be at least 1, got ", p.max_tokens);
   if (p.n < 1) return bad("n must be at least 1, got ", p.n);
   if (p.beam_width < 1) return bad("beam_width must be at least 1, got ", p.beam_width);

@@ -38,6 +38,9 @@ struct SamplingParams {
   int32_t logprobs = 0;          // how many top alternatives to return per token
   // Added to the logits before the penalties; ascending, distinct tokens.
   std::vector<TokenBias> logit_bias;
+  // Score the prompt: each prompt token's log-prob given those before it,
+  // with this many top alternatives; unset = not asked for.
+  std::optional<int32_t> prompt_logprobs;
 
   // Fan-out: n returned sequences sampled from best_of candidates, or beam
   // search with beam_width beams (beam_width > 1 excludes n/best_of > 1).

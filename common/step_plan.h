@@ -55,6 +55,11 @@ struct ScheduledSequence {
   absl::InlinedVector<TokenId, 2> token_ids;
   SampleMode sample_mode = SampleMode::kNone;
   int32_t num_samples = 0;
+  // Score the prompt tokens this chunk predicts: rank 0 returns a
+  // PromptLogprobs entry with, for every position p of the chunk with
+  // p + 1 < the prompt's length, prompt token p + 1's log-prob and the
+  // sampling.prompt_logprobs most likely tokens at p.
+  bool prompt_logprobs = false;
 };
 
 // Copy whole blocks, all layers, K and V. For swaps src and dst are in
@@ -105,9 +110,20 @@ struct SequenceSamples {
   std::vector<SampledToken> tokens;
 };
 
+// The scored prompt tokens of one ScheduledSequence with prompt_logprobs:
+// tokens[i] is prompt token first_index + i (token_id), its log-prob given
+// the tokens before it, and the most likely tokens there (top_logprobs).
+struct PromptLogprobs {
+  SequenceId seq_id = 0;
+  int32_t first_index = 0;  // the chunk's start_position + 1
+  std::vector<SampledToken> tokens;
+};
+
 struct StepResult {
   uint64_t step_id = 0;
   std::vector<SequenceSamples> samples;
+  // One entry per scheduled sequence with prompt_logprobs, in plan order.
+  std::vector<PromptLogprobs> prompt_logprobs;
 };
 
 }  // namespace folio

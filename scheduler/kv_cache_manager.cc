@@ -49,7 +49,8 @@ int32_t KvCacheManager::CountCachedBlocks(Sequence& seq, std::string_view salt) 
   return found;
 }
 
-AllocStatus KvCacheManager::CanAdmit(std::span<Sequence* const> seqs, std::string_view salt) {
+AllocStatus KvCacheManager::CanAdmit(std::span<Sequence* const> seqs, std::string_view salt,
+                                     bool use_cached_prefix) {
   int32_t needed = 0;
   int32_t longest = 0;
   // Free cached blocks revived by hits; sequences of one group share them.
@@ -58,7 +59,7 @@ AllocStatus KvCacheManager::CanAdmit(std::span<Sequence* const> seqs, std::strin
     FOLIO_CHECK(seq->block_table().empty());
     const int32_t blocks = BlocksForTokens(seq->num_tokens() + 1);
     longest = std::max(longest, blocks);
-    const int32_t cached = CountCachedBlocks(*seq, salt);
+    const int32_t cached = use_cached_prefix ? CountCachedBlocks(*seq, salt) : 0;
     needed += blocks - cached;
     // A hit on a free cached block takes it out of the free pool too, once.
     for (int32_t i = 0; i < cached; ++i) {

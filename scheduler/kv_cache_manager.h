@@ -68,8 +68,10 @@ class KvCacheManager {
   // hold the longest of them above the watermark. (A group that fits one by
   // one but not together gets kLater even from an idle pool; the scheduler
   // turns that into never when nothing runs.)
-  // Memoizes the sequences' block hashes.
-  AllocStatus CanAdmit(std::span<Sequence* const> seqs, std::string_view salt);
+  // Memoizes the sequences' block hashes. Without `use_cached_prefix` hits
+  // are not counted (the caller will not attach them: prompt scoring).
+  AllocStatus CanAdmit(std::span<Sequence* const> seqs, std::string_view salt,
+                       bool use_cached_prefix = true);
 
   // Attaches the cached full blocks matching the start of `seq` (empty table)
   // and marks those tokens computed. Always leaves at least one token to

@@ -8,6 +8,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "common/sampling_params.h"
+#include "common/step_plan.h"
 #include "common/types.h"
 #include "scheduler/sequence.h"
 
@@ -66,6 +67,17 @@ struct alignas(64) Request {
   uint64_t arrival = 0;  // admission order, ties broken by it
   std::vector<FinishedBeam> finished_beams;
   std::string error;  // why it finished with kError / kLength at admission
+  // Prompt scoring (SamplingParams::prompt_logprobs): prompt tokens
+  // 1..size() scored so far, handed whole to the request's first output.
+  std::vector<SampledToken> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
+
+  // Whether prompt positions still need scoring: then every one must be
+  // computed (no prefix-cache hits) and its logits scored.
+  bool ScoresPrompt() const {
+    return spec.sampling.prompt_logprobs.has_value() && !prompt_logprobs_sent &&
+           prompt_logprobs.size() + 1 < spec.prompt.size();
+  }
 
   int32_t num_prompt_tokens() const { return static_cast<int32_t>(spec.prompt.size()); }
   SequencePtrs LiveSequences() const {

@@ -40,6 +40,11 @@ struct RequestOutput {
   int32_t num_prompt_tokens = 0;
   int32_t num_cached_prompt_tokens = 0;
   int32_t num_output_tokens = 0;  // over all returned sequences, so far
+  // Set once, on the first output with sequences (or the final one), when
+  // the request asked for SamplingParams::prompt_logprobs: prompt tokens
+  // 1..P-1 with their log-probs and top alternatives.
+  bool has_prompt_logprobs = false;
+  std::vector<SampledToken> prompt_logprobs;
 };
 
 }  // namespace folio

@@ -130,6 +130,7 @@ StepPlan Scheduler::Schedule() {
   plan.finished_seq_ids = std::move(pending_finished_ids_);
   pending_finished_ids_.clear();
   scheduled_.clear();
+  num_scoring_ = 0;
   ++stats_.num_steps;
 
   // Entries are built in place as work is committed; size for last step's.
@@ -206,7 +207,15 @@ bool Scheduler::Commit(Request& r, const std::vector<int32_t>& counts, bool samp
     if (counts[i] == 0) continue;
     // Emitted now, while seq is in cache: nothing later in this step touches
     // committed work (preemption only takes requests not yet scheduled).
-    EmitPlanEntry(scheduled_.emplace_back(Scheduled{&seq, &r, seq.id(), counts[i], mode, num_samples}),
+    // Scores the prompt positions of this chunk not scored before (a
+    // recomputed chunk may repeat some).
+    const bool score =
+        r.ScoresPrompt() &&
+        std::min(seq.num_computed_tokens() + counts[i], r.num_prompt_tokens() - 1) >
+            static_cast<int32_t>(r.prompt_logprobs.size());
+    num_scoring_ += score ? 1 : 0;
+    EmitPlanEntry(scheduled_.emplace_back(
+                      Scheduled{&seq, &r, seq.id(), counts[i], mode, score, num_samples}),
                   plan);
     budget -= counts[i];
   }
@@ -404,7 +413,7 @@ AllocStatus Scheduler::CheckAdmission(Request& r, std::string* why) {
                         space->capacity());
     return AllocStatus::kNever;
   }
-  AllocStatus status = kv_.CanAdmit(seqs, r.spec.cache_salt);
+  AllocStatus status = kv_.CanAdmit(seqs, r.spec.cache_salt, !r.ScoresPrompt());
   if (status == AllocStatus::kOk && reserve > 0) {
     // A paged reservation must find all its blocks now.
     int32_t reserved_blocks = 0;
@@ -460,7 +469,10 @@ void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_sl
     if (status == AllocStatus::kLater) break;
     waiting_.PopFront();
     int32_t hit_tokens = 0;
-    for (const auto& seq : r.seqs) hit_tokens += kv_.AttachCachedPrefix(*seq, r.spec.cache_salt);
+    // Scoring the prompt needs every position's logits: no cache hits then.
+    if (!r.ScoresPrompt()) {
+      for (const auto& seq : r.seqs) hit_tokens += kv_.AttachCachedPrefix(*seq, r.spec.cache_salt);
+    }
     if (!r.counted_cached_prompt) {
       r.num_cached_prompt_tokens = hit_tokens;
       r.counted_cached_prompt = true;
@@ -510,6 +522,7 @@ void Scheduler::EmitPlanEntry(const Scheduled& s, StepPlan& plan) {
             seq.tokens().begin() + start + s.num_tokens);
   work.sample_mode = s.mode;
   work.num_samples = s.num_samples;
+  work.prompt_logprobs = s.prompt_logprobs;
   plan.num_scheduled_tokens += s.num_tokens;
   seq.set_num_computed_tokens(start + s.num_tokens);
 }

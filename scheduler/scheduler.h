@@ -112,6 +112,7 @@ class Scheduler {
     SequenceId seq_id;  // Update() matches samples without touching seq
     int32_t num_tokens;
     SampleMode mode;
+    bool prompt_logprobs;  // ScheduledSequence::prompt_logprobs
     int32_t num_samples;
   };
 
@@ -151,6 +152,10 @@ class Scheduler {
   static void AppendDeltas(std::span<Sequence* const> seqs, RequestOutput& out);
   static void AppendRanked(Request& r, RequestOutput& out);
   void FillUsage(const Request& r, RequestOutput& out) const;
+  // Stores this step's scored prompt tokens in their requests.
+  absl::Status ApplyPromptLogprobs(const StepResult& result);
+  // Moves a completely scored prompt into the request's first output.
+  static void AttachPromptLogprobs(Request& r, RequestOutput& out);
   std::unique_ptr<Sequence> ForkSequence(Request& r, const Sequence& parent);
 
   std::vector<const Sequence*> AllLiveSequences() const;
@@ -168,6 +173,7 @@ class Scheduler {
   std::vector<Request*> running_snapshot_;  // ScheduleRunning's scratch, reused
   std::vector<Scheduled> scheduled_;  // this step's work, in plan order
   size_t last_num_scheduled_ = 0;     // sizes the next plan
+  int32_t num_scoring_ = 0;  // of scheduled_, the entries that score prompt tokens
   std::vector<SampledSequence> sampled_;  // Update()'s scratch, reused
   std::vector<SequenceId> pending_finished_ids_;  // for the next plan
   std::vector<RequestOutput> pending_outputs_;    // finished outside a step

@@ -42,6 +42,9 @@ void AssignFew(Vec& v, It first, It last) {
 absl::StatusOr<std::vector<RequestOutput>> Scheduler::Update(const StepResult& result) {
   FOLIO_CHECK(awaiting_update_);
   awaiting_update_ = false;
+  // Before the samples: the step that samples a prompt's first token also
+  // scores its last chunk, and that output carries the scores.
+  if (absl::Status s = ApplyPromptLogprobs(result); !s.ok()) return s;
   // Resolve every sampled sequence's samples before changing anything. Rank 0
   // answers in plan order, so the lookup is a cursor; a map only if not.
   sampled_.clear();
@@ -117,6 +120,7 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::Update(const StepResult& r
     if (r->seqs.empty()) {
       FinishRequest(*r, FinishReason::kNone, "", out);
     } else if (!out.sequences.empty()) {
+      AttachPromptLogprobs(*r, out);
       FillUsage(*r, out);
     } else {
       outputs.pop_back();
@@ -348,6 +352,7 @@ void Scheduler::FinishRequest(Request& r, FinishReason reason, std::string error
   }
   out.finished = true;
   out.error = std::move(error);
+  AttachPromptLogprobs(r, out);
   FillUsage(r, out);
   requests_.erase(r.spec.id);  // destroys r
 }
@@ -408,6 +413,65 @@ void Scheduler::AppendRanked(Request& r, RequestOutput& out) {
     ranked[i].index = static_cast<int32_t>(i);
     out.sequences.push_back(std::move(ranked[i]));
   }
+}
+
+absl::Status Scheduler::ApplyPromptLogprobs(const StepResult& result) {
+  if (num_scoring_ == 0 && result.prompt_logprobs.empty()) return absl::OkStatus();
+  size_t next = 0;
+  for (const Scheduled& s : scheduled_) {
+    if (!s.prompt_logprobs) continue;
+    if (next >= result.prompt_logprobs.size() ||
+        result.prompt_logprobs[next].seq_id != s.seq_id) {
+      return absl::InternalError(absl::StrCat("step ", result.step_id,
+                                              ": no prompt log-probs for sequence ", s.seq_id));
+    }
+    const PromptLogprobs& scored = result.prompt_logprobs[next++];
+    Request& r = *s.request;
+    // The chunk scored positions [start, end): prompt tokens start+1 .. end.
+    const int32_t start = s.seq->num_computed_tokens() - s.num_tokens;
+    const int32_t end = std::min(start + s.num_tokens, r.num_prompt_tokens() - 1);
+    if (scored.first_index != start + 1 ||
+        scored.tokens.size() != static_cast<size_t>(std::max(0, end - start))) {
+      return absl::InternalError(absl::StrCat(
+          "step ", result.step_id, ": sequence ", s.seq_id, " scored ", scored.tokens.size(),
+          " prompt tokens from ", scored.first_index, ", expected ", std::max(0, end - start),
+          " from ", start + 1));
+    }
+    if (static_cast<size_t>(scored.first_index) > r.prompt_logprobs.size() + 1) {
+      return absl::InternalError(absl::StrCat("step ", result.step_id, ": sequence ", s.seq_id,
+                                              " scored its prompt from ", scored.first_index,
+                                              " but only ", r.prompt_logprobs.size(),
+                                              " tokens before it were scored"));
+    }
+    // Keep the ones not scored before (recompute repeats earlier ones).
+    for (size_t i = 0; i < scored.tokens.size(); ++i) {
+      const size_t index = static_cast<size_t>(scored.first_index) + i;  // prompt index
+      if (scored.tokens[i].token_id != r.spec.prompt[index]) {
+        return absl::InternalError(absl::StrCat(
+            "step ", result.step_id, ": sequence ", s.seq_id, " scored token ",
+            scored.tokens[i].token_id, " as prompt token ", index, ", which is ",
+            r.spec.prompt[index]));
+      }
+      if (index == r.prompt_logprobs.size() + 1) r.prompt_logprobs.push_back(scored.tokens[i]);
+    }
+  }
+  if (next != result.prompt_logprobs.size()) {
+    return absl::InternalError(absl::StrCat("step ", result.step_id, ": ",
+                                            result.prompt_logprobs.size() - next,
+                                            " prompt log-prob entries for unscheduled scoring"));
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::AttachPromptLogprobs(Request& r, RequestOutput& out) {
+  if (!r.spec.sampling.prompt_logprobs.has_value() || r.prompt_logprobs_sent) return;
+  // Only a complete scoring (a request ended before its prompt was computed
+  // has none to give).
+  if (r.prompt_logprobs.size() + 1 < r.spec.prompt.size()) return;
+  out.has_prompt_logprobs = true;
+  out.prompt_logprobs = std::move(r.prompt_logprobs);
+  r.prompt_logprobs.clear();
+  r.prompt_logprobs_sent = true;
 }
 
 void Scheduler::FillUsage(const Request& r, RequestOutput& out) const {

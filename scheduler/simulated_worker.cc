@@ -69,6 +69,13 @@ absl::StatusOr<StepResult> SimulatedWorker::Execute(const StepPlan& plan) {
     if (work.sample_mode != SampleMode::kNone) {
       result.samples.push_back({work.seq_id, Sample(work, **m)});
     }
+    if (work.prompt_logprobs) {
+      if (!(*m)->sampling.prompt_logprobs.has_value()) {
+        return absl::InternalError(absl::StrCat("sequence ", work.seq_id,
+                                                ": prompt_logprobs scheduled but not asked for"));
+      }
+      result.prompt_logprobs.push_back(ScorePrompt(work, **m));
+    }
   }
   return result;
 }
@@ -129,6 +136,30 @@ std::vector<SampledToken> SimulatedWorker::Sample(const ScheduledSequence& work,
       t = options_.eos_token_id;
     }
     out.push_back({t, static_cast<float>(-5.0 * Unit(key ^ 0x27d4eb2f))});
+  }
+  return out;
+}
+
+PromptLogprobs SimulatedWorker::ScorePrompt(const ScheduledSequence& work,
+                                            const MirroredSequence& m) const {
+  PromptLogprobs out;
+  out.seq_id = work.seq_id;
+  out.first_index = work.start_position + 1;
+  const int32_t end = std::min(work.start_position + static_cast<int32_t>(work.token_ids.size()),
+                               m.num_prompt_tokens - 1);
+  uint64_t h = Mix(options_.seed ^ 0x7f4a7c15ULL);
+  for (int32_t p = 0; p < end; ++p) {
+    h = Mix(h ^ static_cast<uint64_t>(m.tokens[p]));
+    if (p < work.start_position) continue;
+    SampledToken t;
+    t.token_id = m.tokens[p + 1];
+    t.logprob = static_cast<float>(-8.0 * Unit(h ^ static_cast<uint64_t>(t.token_id)));
+    for (int32_t k = 0; k < *m.sampling.prompt_logprobs; ++k) {
+      const uint64_t key = h + 31 * static_cast<uint64_t>(k + 1);
+      t.top_logprobs.push_back({static_cast<TokenId>(Mix(key) % options_.vocab_size),
+                                static_cast<float>(-0.5 * k - Unit(key))});
+    }
+    out.tokens.push_back(std::move(t));
   }
   return out;
 }

@@ -22,6 +22,8 @@ namespace folio {
 //
 // Tokens are pseudo-random but a pure function of (seed, the sequence's
 // tokens so far, sample index): a recomputed sequence repeats its tokens.
+// Prompt log-probs (ScheduledSequence::prompt_logprobs) are likewise a pure
+// function of the prompt prefix they score.
 class SimulatedWorker {
  public:
   struct Options {
@@ -65,6 +67,9 @@ class SimulatedWorker {
                            const char* what);
   absl::Status Compute(const ScheduledSequence& work, const MirroredSequence& m);
   std::vector<SampledToken> Sample(const ScheduledSequence& work, const MirroredSequence& m) const;
+  // Pseudo log-probs of the prompt tokens the chunk predicts, a pure function
+  // of (seed, the prompt up to each scored token), like Sample's tokens.
+  PromptLogprobs ScorePrompt(const ScheduledSequence& work, const MirroredSequence& m) const;
   uint64_t ContentHash(const MirroredSequence& m) const;
 
   const Options options_;

@@ -180,12 +180,25 @@ def random_reference(model, tok, cfg, count, max_tokens, generator, min_margin=1
         if min(margins) < min_margin:
             continue
         decodable = all(i < tok.vocab_size for i in out)
+        # Prompt scoring: each prompt token's log-prob given those before it,
+        # with the top 5 there, from one forward pass over the prompt.
+        with torch.no_grad():
+            logp = torch.log_softmax(model(torch.tensor([prompt]))[0].to(torch.float32), dim=-1)
+        prompt_logprobs = []
+        for i in range(len(prompt) - 1):
+            tl, ti = torch.topk(logp[i], 5)
+            prompt_logprobs.append({
+                "token_id": prompt[i + 1],
+                "logprob": float(logp[i, prompt[i + 1]]),
+                "top_logprobs": [[int(t), float(v)] for v, t in zip(tl, ti)],
+            })
         cases.append({
             "prompt_token_ids": prompt,
             "output_token_ids": out,
             "output_text": tok.decode(out) if decodable else None,
             "logprobs": lps,
             "top_logprobs": tops,
+            "prompt_logprobs": prompt_logprobs,
             "min_top2_logit_margin": min(margins),
         })
     if len(cases) < count:

@@ -6,9 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/threads.h"
+#include "worker/prompt_logprobs.h"
 
 namespace folio {
 namespace {
+
+// Prompt positions scored per LM-head call: bounds the logits held at once.
+constexpr int32_t kMaxScoredRowsPerCall = 64;
 
 // One compute pool per worker thread (see Options::num_threads): the kernel
 // threads, with OpenBLAS single-threaded inside them. Applied once per
@@ -113,7 +117,18 @@ absl::StatusOr<StepResult> CpuWorker::Execute(const StepPlan& plan) {
 
   StepResult result;
   result.step_id = plan.step_id;
-  if (options_.shard.rank != 0) return result;
+  const bool rank0 = options_.shard.rank == 0;
+  // Prompt scoring reuses the forward pass; its LM-head rows are a collective.
+  const RowLogitsFn logits_of = [this](std::span<const int32_t> rows, std::vector<float>* out) {
+    return runner_->Logits(rows, *out);
+  };
+  if (absl::Status s = ScorePrompts(plan, batch_, batch_seqs_, config().vocab_size,
+                                    kMaxScoredRowsPerCall, rank0, logits_of,
+                                    &result.prompt_logprobs);
+      !s.ok()) {
+    return s;
+  }
+  if (!rank0) return result;
   const int32_t vocab = config().vocab_size;
   size_t row = 0;
   for (size_t s = 0; s < plan.scheduled.size(); ++s) {

@@ -10,11 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/rope.h"
 #include "worker/cuda/host_model.h"
+#include "worker/prompt_logprobs.h"
 
 namespace folio {
 namespace {
 
 namespace kg = kernels::gpu;
+
+// Prompt positions scored per LM-head call: their logits cross to the host.
+constexpr int32_t kMaxScoredRowsPerCall = 64;
 
 absl::Status ToAbsl(const gpu::CudaStatus& s, const std::string& what) {
   if (s.ok()) return absl::OkStatus();
@@ -346,7 +350,18 @@ absl::StatusOr<StepResult> CudaWorker::Execute(const StepPlan& plan) {
   result.step_id = plan.step_id;
   if (options_.shard.rank == 0 && !batch_.logits_rows.empty()) {
     if (absl::Status s = Sample(plan, &result); !s.ok()) return s;
-    return result;
+  }
+  // Prompt scoring after sampling (RowLogits replaces the sampled logits):
+  // its rare logits rows come to the host and are scored there.
+  const RowLogitsFn logits_of = [this](std::span<const int32_t> rows, std::vector<float>* out) {
+    if (absl::Status s = ToAbsl(runner_->RowLogits(rows), "prompt logits"); !s.ok()) return s;
+    return ToAbsl(runner_->CopyLogitsToHost(out), "prompt logits");
+  };
+  if (absl::Status s = ScorePrompts(plan, batch_, batch_seqs_, config_.vocab_size,
+                                    std::min(options_.max_num_seqs, kMaxScoredRowsPerCall),
+                                    options_.shard.rank == 0, logits_of, &result.prompt_logprobs);
+      !s.ok()) {
+    return s;
   }
   // The step's device work (cache ops, forward) ends here, so its errors
   // belong to this step and its time to this step's forward_seconds.

@@ -77,6 +77,7 @@ absl::Status ModelRunner::Forward(const ForwardBatch& batch, std::vector<float>&
   const ModelConfig& c = w_.config;
   const int32_t n = batch.num_tokens();
   const int32_t d = c.hidden_size;
+  last_num_tokens_ = 0;
   if (n == 0) {
     logits.clear();
     return absl::OkStatus();
@@ -107,12 +108,25 @@ absl::Status ModelRunner::Forward(const ForwardBatch& batch, std::vector<float>&
     if (absl::Status s = Mlp(layer, n); !s.ok()) return s;
     for (size_t i = 0; i < size_t(n) * d; ++i) residual_[i] += hidden_[i];
   }
-  // Final norm and LM head only for the rows that sample.
-  const int32_t r = static_cast<int32_t>(batch.logits_rows.size());
+  last_num_tokens_ = n;
+  return Logits(batch.logits_rows, logits);
+}
+
+absl::Status ModelRunner::Logits(std::span<const int32_t> rows, std::vector<float>& logits) {
+  const ModelConfig& c = w_.config;
+  const int32_t d = c.hidden_size;
+  // Final norm and LM head only for the rows asked for.
+  const int32_t r = static_cast<int32_t>(rows.size());
+  for (int32_t row : rows) {
+    if (row < 0 || row >= last_num_tokens_) {
+      return absl::InvalidArgumentError(absl::StrCat("logits row ", row, " is outside the batch of ",
+                                                     last_num_tokens_, " tokens"));
+    }
+  }
   Grow(rows_, size_t(r) * d);
   for (int32_t i = 0; i < r; ++i) {
-    kernels::cpu::RmsNorm(&residual_[size_t(batch.logits_rows[i]) * d], w_.final_norm.data(), 1, d,
-                     c.rms_norm_eps, &rows_[size_t(i) * d]);
+    kernels::cpu::RmsNorm(&residual_[size_t(rows[i]) * d], w_.final_norm.data(), 1, d,
+                          c.rms_norm_eps, &rows_[size_t(i) * d]);
   }
   if (reducer_ == nullptr || reducer_->world_size() == 1) {
     logits.resize(size_t(r) * c.vocab_size);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,6 +38,11 @@ class ModelRunner {
   // gathers the logits on rank 0).
   absl::Status Forward(const ForwardBatch& batch, std::vector<float>& logits);
 
+  // The logits of more token rows of the last Forward's batch (prompt
+  // scoring): [rows.size()][vocab] on rank 0, empty on the others; every rank
+  // makes the same call. Valid until the next Forward.
+  absl::Status Logits(std::span<const int32_t> rows, std::vector<float>& logits);
+
  private:
   absl::Status Attention(int32_t layer, const ForwardBatch& batch, int32_t n);
   absl::Status Mlp(int32_t layer, int32_t n);
@@ -49,6 +55,7 @@ class ModelRunner {
   // Activations, grown on demand and reused.
   std::vector<float> logits_scratch_;  // this rank's vocabulary slice of the logits
   std::vector<float> gather_scratch_;  // the logits gather's buffers
+  int32_t last_num_tokens_ = 0;  // of the last Forward: the rows Logits may read
   std::vector<float> hidden_, residual_, normed_, qkv_, q_, k_, v_, attn_, gate_up_, act_, rows_;
 };
 

@@ -43,7 +43,7 @@ FINISH_REASONS = {0: None, 1: "length", 2: "stop", 3: "eos", 4: "abort", 5: "err
 _SAMPLING_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
     "frequency_penalty", "seed", "n", "best_of", "beam_width", "length_penalty", "max_tokens",
-    "min_tokens", "ignore_eos", "logprobs", "priority", "cache_salt",
+    "min_tokens", "ignore_eos", "logprobs", "prompt_logprobs", "priority", "cache_salt",
     "include_stop_str_in_output", "skip_special_tokens",
 )
 
@@ -80,6 +80,10 @@ class Result:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
+    # With prompt_logprobs=N: (token_id, logprob, [(alt_id, alt_logprob), ...])
+    # for each prompt token after the first, in prompt order; None otherwise
+    # (and for a one-token prompt, which has nothing to score).
+    prompt_logprobs: Optional[list] = None
 
 
 @dataclasses.dataclass
@@ -229,6 +233,10 @@ class FolioClient:
         for msg in responses:
             result.request_id = msg.request_id
             if msg.WhichOneof("kind") == "chunk":
+                if msg.chunk.prompt_logprobs and result.prompt_logprobs is None:
+                    result.prompt_logprobs = [
+                        (lp.token_id, lp.logprob, [(t.token_id, t.logprob) for t in lp.top_logprobs])
+                        for lp in msg.chunk.prompt_logprobs]
                 for d in msg.chunk.deltas:
                     s = seq(d.index)
                     s.text += d.text

@@ -51,6 +51,14 @@ absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in) {
     }
     p.logprobs = static_cast<int32_t>(in.logprobs());
   }
+  if (in.has_prompt_logprobs()) {
+    if (in.prompt_logprobs() > static_cast<uint32_t>(kMaxLogprobs)) {  // before it can wrap
+      return Invalid("sampling_params.prompt_logprobs",
+                     absl::StrCat("must be in [0, ", kMaxLogprobs, "], got ",
+                                  in.prompt_logprobs()));
+    }
+    p.prompt_logprobs = static_cast<int32_t>(in.prompt_logprobs());
+  }
   if (absl::Status s = ValidateSamplingParams(p); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling_params.", s.message()));
   }

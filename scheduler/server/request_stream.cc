@@ -90,6 +90,21 @@ std::vector<v1::GenerateResponse> RequestStream::Consume(const RequestOutput& ou
   if (finished_) return messages;
   v1::GenerateResponse chunk;
   chunk.set_request_id(request_id_);
+  if (output.has_prompt_logprobs) {
+    // The prompt's scores lead the request's first chunk, even an empty one.
+    v1::Chunk* c = chunk.mutable_chunk();
+    c->mutable_prompt_logprobs()->Reserve(static_cast<int>(output.prompt_logprobs.size()));
+    for (const SampledToken& t : output.prompt_logprobs) {
+      v1::TokenLogprob* lp = c->add_prompt_logprobs();
+      lp->set_token_id(t.token_id);
+      lp->set_logprob(t.logprob);
+      for (const TokenLogprob& alt : t.top_logprobs) {
+        v1::TopLogprob* top = lp->add_top_logprobs();
+        top->set_token_id(alt.token_id);
+        top->set_logprob(alt.logprob);
+      }
+    }
+  }
   for (const SequenceOutput& delta : output.sequences) {
     v1::SequenceDelta* d = chunk.mutable_chunk()->add_deltas();
     const bool was_running = StateFor(delta.index).reason == FinishReason::kNone;
@@ -100,7 +115,9 @@ std::vector<v1::GenerateResponse> RequestStream::Consume(const RequestOutput& ou
     const SequenceState& s = sequences_[delta.index];
     if (was_running && s.text->stopped()) stopped->sequences.push_back(delta.index);
   }
-  if (chunk.has_chunk() && chunk.chunk().deltas_size() > 0) messages.push_back(std::move(chunk));
+  if (chunk.has_chunk() && (chunk.chunk().deltas_size() > 0 || output.has_prompt_logprobs)) {
+    messages.push_back(std::move(chunk));
+  }
   if (output.finished) {
     messages.push_back(MakeFinished(&output));
     stopped->sequences.clear();  // the scheduler is done with them

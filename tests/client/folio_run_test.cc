@@ -214,6 +214,47 @@ TEST(FolioRunTest, LogprobsFlagGivesTopTokensPerPosition) {
   EXPECT_THAT(bad.err, HasSubstr("logprobs"));
 }
 
+// --prompt-logprobs: vLLM's shape, null for the first prompt token, then each
+// one's log-prob given those before it. The reference prompt followed by its
+// greedy output scores that output as the reference generated it.
+TEST(FolioRunTest, PromptLogprobsScoreThePrompt) {
+  const json ref = Reference();
+  const json& c = ref.at("cases").at(0);
+  std::vector<int> ids = c.at("prompt_token_ids").get<std::vector<int>>();
+  const size_t prompt_len = ids.size();
+  const std::vector<int> out = c.at("output_token_ids").get<std::vector<int>>();
+  ids.insert(ids.end(), out.begin(), out.begin() + 4);
+  const std::string file = ::testing::TempDir() + "/prompt_logprobs.jsonl";
+  {
+    std::ofstream f(file);
+    f << json({{"prompt_token_ids", ids}, {"prompt_logprobs", 2}, {"max_tokens", 1}}).dump() << "\n";
+    f << json({{"prompt_token_ids", ids}, {"max_tokens", 1}}).dump() << "\n";
+  }
+  const RunResult r = Folio({"run", "--model", kDemoDir, "--prompts-file", file, "--temperature",
+                             "0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = JsonLines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  const json& scored = lines[0].at("prompt_logprobs");
+  ASSERT_EQ(scored.size(), ids.size());
+  EXPECT_TRUE(scored[0].is_null());
+  const std::vector<double> want = c.at("logprobs").get<std::vector<double>>();
+  for (size_t i = 1; i < ids.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(scored[i].at("token_id").get<int>(), ids[i]);
+    EXPECT_TRUE(scored[i].at("text").is_string());
+    EXPECT_EQ(scored[i].at("top_logprobs").size(), 2u);
+    if (i >= prompt_len) {
+      EXPECT_NEAR(scored[i].at("logprob").get<double>(), want[i - prompt_len], 1e-3);
+    }
+  }
+  EXPECT_FALSE(lines[1].contains("prompt_logprobs"));
+  const RunResult bad = Folio({"run", "--model", kDemoDir, "--prompt", "The", "--prompt-logprobs",
+                               "21"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("prompt_logprobs"));
+}
+
 TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
   struct Case {
     std::vector<std::string> args;

@@ -2,7 +2,8 @@
 // the reference.json that tools/make_random_model.py computed with a plain
 // torch forward pass (never our C++ code): greedy tokens identical,
 // log-probs of the chosen tokens and of the top 5 within the reference's
-// tolerance. The models are written into the build tree at test time by the
+// tolerance; every other case also scores its prompt (prompt_logprobs), checked
+// against the reference's forward pass over the prompt. The models are written into the build tree at test time by the
 // ctest fixture `random_models` (tests/client/CMakeLists.txt), one per
 // directory under FOLIO_RANDOM_MODELS_DIR:
 //   llama_hd128  head_dim 128, 32 heads / 8 KV heads, BF16
@@ -43,6 +44,22 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class RandomModelTest : public ::testing::TestWithParam<Case> {};
 
+// Top-N lists: the same values in the same order as the reference's
+// [[id, logprob], ...]; ids where no near-tie makes the order ambiguous.
+void ExpectTopLogprobs(const std::vector<TokenLogprob>& got, const nlohmann::json& want,
+                       double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    const double lp = want[k][1].get<double>();
+    EXPECT_NEAR(got[k].logprob, lp, tol) << "rank " << k;
+    const bool clear_above = k == 0 || want[k - 1][1].get<double>() - lp > 2 * tol;
+    const bool clear_below = k + 1 == got.size() || lp - want[k + 1][1].get<double>() > 2 * tol;
+    if (clear_above && clear_below) {
+      EXPECT_EQ(got[k].token_id, want[k][0].get<TokenId>()) << "rank " << k;
+    }
+  }
+}
+
 TEST_P(RandomModelTest, GreedyTokensAndLogprobsMatchTheTorchReference) {
   const Case& c = GetParam();
   const std::string dir = kModels + "/" + c.name;
@@ -72,6 +89,9 @@ TEST_P(RandomModelTest, GreedyTokensAndLogprobsMatchTheTorchReference) {
     r.sampling.max_tokens = max_tokens;
     r.sampling.ignore_eos = true;
     r.sampling.logprobs = 5;
+    // Every other case scores its prompt too (no prefix-cache reuse for it):
+    // chunked prefills, windows and a tight pool must not change the scores.
+    if (requests.size() % 2 == 0) r.sampling.prompt_logprobs = 5;
     requests.push_back(std::move(r));
   }
   ASSERT_GE(requests.size(), 3u);
@@ -99,24 +119,28 @@ TEST_P(RandomModelTest, GreedyTokensAndLogprobsMatchTheTorchReference) {
     for (size_t t = 0; t < want.size(); ++t) {
       EXPECT_NEAR(seq.logprobs[t], want[t], tol) << "token " << t;
     }
-    // Top 5: the same values in the same order; ids where no near-tie
-    // makes the order ambiguous.
-    if (!rc.contains("top_logprobs")) continue;
-    const nlohmann::json& tops = rc["top_logprobs"];
-    ASSERT_EQ(seq.top_logprobs.size(), tops.size());
-    for (size_t t = 0; t < tops.size(); ++t) {
-      const std::vector<TokenLogprob>& got = seq.top_logprobs[t];
-      ASSERT_EQ(got.size(), tops[t].size()) << "token " << t;
-      for (size_t k = 0; k < got.size(); ++k) {
-        const double lp = tops[t][k][1].get<double>();
-        EXPECT_NEAR(got[k].logprob, lp, tol) << "token " << t << " rank " << k;
-        const bool clear_above = k == 0 || tops[t][k - 1][1].get<double>() - lp > 2 * tol;
-        const bool clear_below =
-            k + 1 == got.size() || lp - tops[t][k + 1][1].get<double>() > 2 * tol;
-        if (clear_above && clear_below) {
-          EXPECT_EQ(got[k].token_id, tops[t][k][0].get<TokenId>()) << "token " << t << " rank " << k;
-        }
+    if (rc.contains("top_logprobs")) {
+      const nlohmann::json& tops = rc["top_logprobs"];
+      ASSERT_EQ(seq.top_logprobs.size(), tops.size());
+      for (size_t t = 0; t < tops.size(); ++t) {
+        SCOPED_TRACE(::testing::Message() << "output token " << t);
+        ExpectTopLogprobs(seq.top_logprobs[t], tops[t], tol);
       }
+    }
+    // Prompt scoring against the reference's one forward pass over the prompt.
+    if (!requests[i].sampling.prompt_logprobs.has_value()) {
+      EXPECT_FALSE(r.has_prompt_logprobs);
+      continue;
+    }
+    ASSERT_TRUE(r.has_prompt_logprobs);
+    const nlohmann::json& scored = rc.at("prompt_logprobs");
+    ASSERT_EQ(r.prompt_logprobs.size(), scored.size());
+    ASSERT_EQ(r.prompt_logprobs.size() + 1, requests[i].prompt_token_ids->size());
+    for (size_t t = 0; t < scored.size(); ++t) {
+      SCOPED_TRACE(::testing::Message() << "prompt token " << t + 1);
+      EXPECT_EQ(r.prompt_logprobs[t].token_id, scored[t].at("token_id").get<TokenId>());
+      EXPECT_NEAR(r.prompt_logprobs[t].logprob, scored[t].at("logprob").get<double>(), tol);
+      ExpectTopLogprobs(r.prompt_logprobs[t].top_logprobs, scored[t].at("top_logprobs"), tol);
     }
   }
 }

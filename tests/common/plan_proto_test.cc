@@ -34,6 +34,7 @@ SamplingParams FullParams() {
   p.min_tokens = 5;
   p.end_token_ids = {1, 2, 13, 99};
   p.logit_bias = {{3, -100.0f}, {40, 0.25f}};
+  p.prompt_logprobs = 4;
   return p;
 }
 
@@ -57,6 +58,7 @@ void ExpectSameParams(const SamplingParams& a, const SamplingParams& b) {
   EXPECT_EQ(a.min_tokens, b.min_tokens);
   EXPECT_EQ(a.end_token_ids, b.end_token_ids);
   EXPECT_EQ(a.logit_bias, b.logit_bias);
+  EXPECT_EQ(a.prompt_logprobs, b.prompt_logprobs);
 }
 
 StepPlan FullPlan() {
@@ -81,7 +83,7 @@ StepPlan FullPlan() {
   plan.cached_sequences.push_back({6, 0, {}, 0});
   ScheduledSequence s1{7, 4, {5, 6, 7}, SampleMode::kSample, 3};
   ScheduledSequence s2{5, 33, {42}, SampleMode::kBeamCandidates, 8};
-  ScheduledSequence s3{8, 0, {1, 2}, SampleMode::kNone, 0};
+  ScheduledSequence s3{8, 0, {1, 2}, SampleMode::kNone, 0, /*prompt_logprobs=*/true};
   plan.scheduled = {s1, s2, s3};
   plan.swap_out = {{1, 2}, {3, 4}};
   plan.swap_in = {{5, 6}};
@@ -122,6 +124,7 @@ void ExpectSamePlan(const StepPlan& a, const StepPlan& b) {
     EXPECT_EQ(a.scheduled[i].token_ids, b.scheduled[i].token_ids);
     EXPECT_EQ(a.scheduled[i].sample_mode, b.scheduled[i].sample_mode);
     EXPECT_EQ(a.scheduled[i].num_samples, b.scheduled[i].num_samples);
+    EXPECT_EQ(a.scheduled[i].prompt_logprobs, b.scheduled[i].prompt_logprobs);
   }
   EXPECT_EQ(a.swap_out, b.swap_out);
   EXPECT_EQ(a.swap_in, b.swap_in);
@@ -197,6 +200,7 @@ TEST(PlanProtoTest, StepResultRoundTripWithTopLogprobs) {
   s.tokens.push_back({3, -1.25f, {}});
   r.samples.push_back(s);
   r.samples.push_back({5, {{8, -0.01f, {{8, -0.01f}}}}});
+  r.prompt_logprobs.push_back({6, 3, {{12, -2.5f, {{1, -0.1f}}}, {13, -0.75f, {}}}});
   v1::StepResult proto;
   ToProto(r, &proto);
   EXPECT_EQ(proto.step_id(), 99u);
@@ -219,6 +223,15 @@ TEST(PlanProtoTest, StepResultRoundTripWithTopLogprobs) {
       }
     }
   }
+  ASSERT_EQ(back.prompt_logprobs.size(), 1u);
+  EXPECT_EQ(back.prompt_logprobs[0].seq_id, 6);
+  EXPECT_EQ(back.prompt_logprobs[0].first_index, 3);
+  ASSERT_EQ(back.prompt_logprobs[0].tokens.size(), 2u);
+  EXPECT_EQ(back.prompt_logprobs[0].tokens[0].token_id, 12);
+  EXPECT_EQ(back.prompt_logprobs[0].tokens[0].logprob, -2.5f);
+  ASSERT_EQ(back.prompt_logprobs[0].tokens[0].top_logprobs.size(), 1u);
+  EXPECT_EQ(back.prompt_logprobs[0].tokens[0].top_logprobs[0].token_id, 1);
+  EXPECT_EQ(back.prompt_logprobs[0].tokens[1].token_id, 13);
 }
 
 TEST(PlanProtoTest, StatusRoundTrip) {
@@ -312,6 +325,18 @@ TEST(PlanProtoTest, ResultValidation) {
   s->mutable_tokens(0)->add_top_logprobs()->set_token_id(-2);
   st = FromProto(p, &out);
   EXPECT_THAT(std::string(st.message()), HasSubstr("samples[0].tokens[0].top_logprobs[0]"));
+  s->mutable_tokens(0)->clear_top_logprobs();
+  auto* scored = p.add_prompt_logprobs();
+  scored->set_seq_id(1);
+  scored->set_first_index(0);
+  st = FromProto(p, &out);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("prompt_logprobs[0].first_index"));
+  scored->set_first_index(1);
+  scored->add_tokens()->set_token_id(-4);
+  st = FromProto(p, &out);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("prompt_logprobs[0].tokens[0].token_id"));
+  scored->mutable_tokens(0)->set_token_id(4);
+  EXPECT_TRUE(FromProto(p, &out).ok());
 }
 
 }  // namespace

@@ -100,6 +100,28 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("sampling_params.logit_bias[5]", err.exception.details())
 
+    def test_prompt_logprobs_score_the_prompt_across_worker_processes(self):
+        # The reference prompt followed by its greedy output: scoring it gives
+        # the output's log-probs as the reference computed them (torch).
+        case = self.cases[1]
+        k = 6
+        ids = case["prompt_token_ids"] + case["output_token_ids"][:k]
+        result = self.client.generate(token_ids=ids, max_tokens=1, temperature=0.0,
+                                      prompt_logprobs=2)
+        self.assertEqual(len(result.prompt_logprobs), len(ids) - 1)
+        self.assertEqual([t for t, _, _ in result.prompt_logprobs], ids[1:])
+        start = len(case["prompt_token_ids"]) - 1
+        for i in range(k):
+            token, logprob, top = result.prompt_logprobs[start + i]
+            self.assertAlmostEqual(logprob, case["logprobs"][i], delta=1e-3)
+            self.assertEqual(len(top), 2)
+            self.assertEqual(top[0][0], token)  # greedy: the top token
+        self.assertEqual(result.cached_prompt_tokens, 0)
+        with self.assertRaises(grpc.RpcError) as err:
+            self.client.generate("hello", prompt_logprobs=21)
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("sampling_params.prompt_logprobs", err.exception.details())
+
     def test_bad_input_is_invalid_argument_naming_the_field(self):
         with self.assertRaises(grpc.RpcError) as err:
             self.client.generate("hello", top_p=1.5)

@@ -51,6 +51,7 @@ TEST_F(GenerateRequestTest, DefaultsFollowVllm) {
   EXPECT_EQ(p->spec.sampling.best_of, 1);
   EXPECT_FALSE(p->spec.sampling.seed.has_value());
   EXPECT_FALSE(p->logprobs.has_value());
+  EXPECT_FALSE(p->spec.sampling.prompt_logprobs.has_value());
   EXPECT_FALSE(p->request_id.has_value());
   EXPECT_EQ(p->spec.eos_token_ids, std::vector<TokenId>{2047});
 }
@@ -72,6 +73,7 @@ TEST_F(GenerateRequestTest, CarriesEverySetting) {
   s->add_stop("amen");
   s->add_stop_token_ids(9);
   s->set_logprobs(3);
+  s->set_prompt_logprobs(2);
   s->set_priority(-2);
   s->set_cache_salt("tenant");
   limits_.priority_scheduling = true;
@@ -85,6 +87,7 @@ TEST_F(GenerateRequestTest, CarriesEverySetting) {
   EXPECT_EQ(p->spec.sampling.max_tokens, 7);
   EXPECT_EQ(p->stop_strings, std::vector<std::string>{"amen"});
   EXPECT_EQ(*p->logprobs, 3);
+  EXPECT_EQ(p->spec.sampling.prompt_logprobs, 2);
   EXPECT_EQ(p->spec.priority, -2);
   EXPECT_EQ(p->spec.cache_salt, "tenant");
   // The text options keep their defaults.
@@ -148,6 +151,10 @@ TEST_F(GenerateRequestTest, ErrorsNameTheField) {
   // The value sent is the one named, however large.
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_logprobs(4294967295u); }),
                 "sampling_params.logprobs must be in [0, 20], got 4294967295");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_prompt_logprobs(21); }),
+                "sampling_params.prompt_logprobs must be in [0, 20], got 21");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.set_prompt_logprobs(4294967295u); }),
+                "sampling_params.prompt_logprobs must be in [0, 20], got 4294967295");
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_n(4000000000u); }), "sampling_params.n");
   // A priority the scheduler would ignore.
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_priority(3); }),

@@ -1,8 +1,8 @@
 // The request options that shape what a sequence may sample and what its
 // text shows, end to end through the engine, the scheduler and a real CPU
 // worker on the demo model: logit_bias, min_tokens (against EOS, stop token
-// ids and stop strings), include_stop_str_in_output and skip_special_tokens.
-// Every workload ends with every KV block free.
+// ids and stop strings), include_stop_str_in_output, skip_special_tokens and
+// prompt_logprobs. Every workload ends with every KV block free.
 
 #include <algorithm>
 #include <memory>
@@ -237,6 +237,101 @@ TEST_F(RequestOptionsTest, PriorityNeedsThePriorityPolicy) {
   ASSERT_EQ(seqs.size(), 1u);
   EXPECT_EQ(seqs[0].token_ids, ReferenceOutput(4));
   ExpectDrained(*by_priority, 256);
+}
+
+// prompt_logprobs scores the prompt itself: the first chunk carries one entry
+// per prompt token after the first. Scoring the reference's prompt followed
+// by its greedy output must give that output's log-probs, which the
+// reference computed with torch (never our code).
+TEST_F(RequestOptionsTest, PromptLogprobsScoreThePromptInTheFirstChunk) {
+  constexpr int kScored = 12;  // reference output tokens appended to the prompt
+  v1::GenerateRequest r;
+  for (TokenId t : reference_.prompt_ids) r.mutable_token_ids()->add_ids(t);
+  for (int i = 0; i < kScored; ++i) r.mutable_token_ids()->add_ids(reference_.output_ids[i]);
+  r.mutable_sampling_params()->set_temperature(0);
+  r.mutable_sampling_params()->set_max_tokens(2);
+  r.mutable_sampling_params()->set_prompt_logprobs(3);
+
+  // Twice: the second time the prompt is in the prefix cache, but scoring
+  // computes every position again.
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    Submitted s = Submit(*engine_, r);
+    ASSERT_TRUE(s.sink->Wait());
+    ASSERT_TRUE(s.sink->error().ok()) << s.sink->error();
+    const std::vector<v1::GenerateResponse> responses = s.sink->responses();
+    ASSERT_GE(responses.size(), 2u);
+    ASSERT_TRUE(responses[0].has_chunk());
+    const auto& scored = responses[0].chunk().prompt_logprobs();
+    const size_t prompt_len = reference_.prompt_ids.size() + kScored;
+    ASSERT_EQ(static_cast<size_t>(scored.size()), prompt_len - 1);
+    for (size_t i = 0; i + 1 < prompt_len; ++i) {
+      const v1::TokenLogprob& t = scored[static_cast<int>(i)];
+      SCOPED_TRACE(::testing::Message() << "prompt token " << i + 1);
+      EXPECT_EQ(t.token_id(), r.token_ids().ids(static_cast<int>(i + 1)));
+      EXPECT_LE(t.logprob(), 0.0f);
+      ASSERT_EQ(t.top_logprobs_size(), 3);
+      // The top list is best first and no token beats its first entry.
+      EXPECT_GE(t.top_logprobs(0).logprob(), t.top_logprobs(1).logprob());
+      EXPECT_GE(t.top_logprobs(1).logprob(), t.top_logprobs(2).logprob());
+      EXPECT_LE(t.logprob(), t.top_logprobs(0).logprob() + 1e-6f);
+    }
+    // The appended output tokens score as the reference generated them
+    // (greedy: each is the top token there).
+    for (int k = 0; k < kScored; ++k) {
+      const v1::TokenLogprob& t = scored[static_cast<int>(reference_.prompt_ids.size()) - 1 + k];
+      EXPECT_NEAR(t.logprob(), reference_.logprobs[k], 1e-3) << "output token " << k;
+      EXPECT_EQ(t.top_logprobs(0).token_id(), reference_.output_ids[k]) << "output token " << k;
+    }
+    // Later chunks carry none; nothing was served from the prefix cache.
+    for (size_t m = 1; m < responses.size(); ++m) {
+      if (responses[m].has_chunk()) EXPECT_EQ(responses[m].chunk().prompt_logprobs_size(), 0);
+    }
+    ASSERT_TRUE(responses.back().has_finished());
+    EXPECT_EQ(responses.back().finished().usage().cached_prompt_tokens(), 0u);
+    // And the generation goes on from the scored prompt as the reference did.
+    const std::vector<StreamedSequence> seqs = Reassemble(responses);
+    ASSERT_EQ(seqs.size(), 1u);
+    EXPECT_EQ(seqs[0].token_ids, (std::vector<TokenId>{reference_.output_ids[kScored],
+                                                       reference_.output_ids[kScored + 1]}));
+  }
+  // A request without prompt_logprobs still finds the prompt cached.
+  r.mutable_sampling_params()->clear_prompt_logprobs();
+  Submitted s = Submit(*engine_, r);
+  ASSERT_TRUE(s.sink->Wait());
+  const std::vector<v1::GenerateResponse> responses = s.sink->responses();
+  ASSERT_FALSE(responses.empty());
+  ASSERT_TRUE(responses.back().has_finished());
+  EXPECT_GT(responses.back().finished().usage().cached_prompt_tokens(), 0u);
+  for (const v1::GenerateResponse& m : responses) {
+    if (m.has_chunk()) EXPECT_EQ(m.chunk().prompt_logprobs_size(), 0);
+  }
+}
+
+// best_of > n reports its ranked sequences once, at the end: the prompt's
+// scores come in that one chunk.
+TEST_F(RequestOptionsTest, PromptLogprobsComeWithRankedResults) {
+  v1::GenerateRequest r = Greedy(3);
+  r.mutable_sampling_params()->set_temperature(0.8f);
+  r.mutable_sampling_params()->set_seed(7);
+  r.mutable_sampling_params()->set_n(1);
+  r.mutable_sampling_params()->set_best_of(3);
+  r.mutable_sampling_params()->set_prompt_logprobs(0);
+  Submitted s = Submit(*engine_, r);
+  ASSERT_TRUE(s.sink->Wait());
+  ASSERT_TRUE(s.sink->error().ok()) << s.sink->error();
+  int chunks_with_scores = 0;
+  for (const v1::GenerateResponse& m : s.sink->responses()) {
+    if (!m.has_chunk() || m.chunk().prompt_logprobs_size() == 0) continue;
+    ++chunks_with_scores;
+    EXPECT_EQ(m.chunk().deltas_size(), 1);
+    ASSERT_EQ(static_cast<size_t>(m.chunk().prompt_logprobs_size()),
+              reference_.prompt_ids.size() - 1);
+    for (const v1::TokenLogprob& t : m.chunk().prompt_logprobs()) {
+      EXPECT_EQ(t.top_logprobs_size(), 0);  // prompt_logprobs 0: the token's own only
+    }
+  }
+  EXPECT_EQ(chunks_with_scores, 1);
 }
 
 }  // namespace

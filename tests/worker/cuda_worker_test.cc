@@ -168,6 +168,58 @@ TEST_F(CudaWorkerTest, SampledTokensCarryLogprobsLikeTheCpuWorker) {
   }
 }
 
+// Prompt scoring: a 100-token prompt in one chunk, its 99 scored rows in
+// LM-head calls of at most 16 (the options' max_num_seqs) brought to the host.
+TEST_F(CudaWorkerTest, PromptScoresEqualTheCpuWorkers) {
+  constexpr int32_t kLen = 100, kBlocks = 8;
+  CpuWorker::Options co;
+  co.model_dir = kDemo;
+  co.num_device_blocks = kBlocks;
+  absl::StatusOr<std::unique_ptr<CpuWorker>> cpu = CpuWorker::Create(co);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  CudaWorker::Options go = Options(CudaWorker::Dtype::kFloat32, kBlocks, 0);
+  go.max_num_batched_tokens = 128;
+  absl::StatusOr<std::unique_ptr<CudaWorker>> gpu = CudaWorker::Create(go);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+
+  StepPlan plan;
+  NewSequenceData n;
+  n.seq_id = 1;
+  n.request_id = 2;
+  for (int32_t t = 0; t < kLen; ++t) n.prompt_token_ids.push_back((t * 37 + 11) % 2000);
+  for (int32_t b = 0; b < kBlocks; ++b) n.block_ids.push_back(b);
+  n.sampling.temperature = 0.0f;
+  n.sampling.prompt_logprobs = 2;
+  plan.new_sequences.push_back(n);
+  ScheduledSequence& w = plan.scheduled.emplace_back();
+  w.seq_id = 1;
+  w.token_ids.assign(n.prompt_token_ids.begin(), n.prompt_token_ids.end());
+  w.sample_mode = SampleMode::kSample;
+  w.num_samples = 1;
+  w.prompt_logprobs = true;
+  plan.num_scheduled_tokens = kLen;
+
+  absl::StatusOr<StepResult> want = (*cpu)->Execute(plan);
+  absl::StatusOr<StepResult> got = (*gpu)->Execute(plan);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->prompt_logprobs.size(), 1u);
+  ASSERT_EQ(want->prompt_logprobs.size(), 1u);
+  const std::vector<SampledToken>& g = got->prompt_logprobs[0].tokens;
+  const std::vector<SampledToken>& c = want->prompt_logprobs[0].tokens;
+  ASSERT_EQ(g.size(), static_cast<size_t>(kLen - 1));
+  ASSERT_EQ(c.size(), g.size());
+  for (size_t p = 0; p < g.size(); ++p) {
+    EXPECT_EQ(g[p].token_id, n.prompt_token_ids[p + 1]);
+    EXPECT_NEAR(g[p].logprob, c[p].logprob, 1e-3) << "prompt token " << p + 1;
+    ASSERT_EQ(g[p].top_logprobs.size(), 2u);
+    EXPECT_NEAR(g[p].top_logprobs[0].logprob, c[p].top_logprobs[0].logprob, 1e-3);
+  }
+  // The sampled token is unaffected by the scoring after it.
+  ASSERT_EQ(got->samples.size(), 1u);
+  EXPECT_EQ(got->samples[0].tokens[0].token_id, want->samples[0].tokens[0].token_id);
+}
+
 TEST_F(CudaWorkerTest, ProfilesTheKvCacheWhenNoSizeIsGiven) {
   CudaWorker::Options o = Options(CudaWorker::Dtype::kBFloat16, 0, 0);
   o.memory_utilization = 0.5;

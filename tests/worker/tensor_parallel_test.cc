@@ -103,6 +103,117 @@ TEST_P(TensorParallelTest, GreedyTokensMatchOneRank) {
   }
 }
 
+// Prompt scoring through CpuWorkers on `world` ranks: one plan computing a
+// 150-token prompt in one chunk (its 149 scored rows take three LM-head
+// calls of at most 64 rows, each gathered across the ranks). Returns rank
+// 0's entries, and through *row_logits (when not null, world 1 only) the
+// logits of every row of the same forward pass, from the runner directly.
+std::vector<PromptLogprobs> ScorePromptOnRanks(const std::string& dir, int world,
+                                               std::vector<float>* row_logits) {
+  constexpr int32_t kLen = 150, kBlock = 8, kBlocks = (kLen + kBlock - 1) / kBlock;
+  auto comms = LocalCommunicator::CreateGroup(world);
+  std::vector<std::unique_ptr<CpuWorker>> workers(world);
+  for (int r = 0; r < world; ++r) {
+    CpuWorker::Options o;
+    o.model_dir = dir;
+    o.shard = ShardSpec{r, world};
+    o.block_size = kBlock;
+    o.num_device_blocks = kBlocks;
+    o.communicator = world > 1 ? comms[r].get() : nullptr;
+    absl::StatusOr<std::unique_ptr<CpuWorker>> w = CpuWorker::Create(o);
+    EXPECT_TRUE(w.ok()) << w.status();
+    if (!w.ok()) return {};
+    workers[r] = std::move(*w);
+  }
+  const int32_t vocab = workers[0]->config().vocab_size;
+  NewSequenceData n;
+  n.seq_id = 1;
+  n.request_id = 1;
+  for (int32_t t = 0; t < kLen; ++t) n.prompt_token_ids.push_back((t * 53 + 7) % vocab);
+  for (int32_t b = 0; b < kBlocks; ++b) n.block_ids.push_back(b);
+  n.sampling.temperature = 0.0f;
+  n.sampling.prompt_logprobs = 3;
+  StepPlan plan;
+  plan.new_sequences.push_back(n);
+  ScheduledSequence& work = plan.scheduled.emplace_back();
+  work.seq_id = 1;
+  work.token_ids.assign(n.prompt_token_ids.begin(), n.prompt_token_ids.end());
+  work.sample_mode = SampleMode::kSample;
+  work.num_samples = 1;
+  work.prompt_logprobs = true;
+  plan.num_scheduled_tokens = kLen;
+  std::vector<absl::StatusOr<StepResult>> results(world, absl::UnknownError("not run"));
+  OnRanks(world, [&](int r) { results[r] = workers[r]->Execute(plan); });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
+    if (!results[r].ok()) return {};
+    if (r > 0) EXPECT_TRUE(results[r]->prompt_logprobs.empty()) << "rank " << r;
+  }
+  if (row_logits != nullptr) {
+    // The same prompt through a bare runner, every row's logits at once.
+    absl::StatusOr<std::unique_ptr<ModelWeights>> w = ModelWeights::Load(dir, ShardSpec{0, 1});
+    EXPECT_TRUE(w.ok());
+    CacheEngine::Options co;
+    co.num_layers = (*w)->config.num_layers;
+    co.num_kv_heads = (*w)->shape.num_kv_heads;
+    co.head_dim = (*w)->config.head_dim;
+    co.block_size = kBlock;
+    co.num_device_blocks = kBlocks;
+    absl::StatusOr<std::unique_ptr<CacheEngine>> cache = CacheEngine::Create(co);
+    EXPECT_TRUE(cache.ok());
+    ModelRunner runner(**w, **cache, nullptr);
+    ForwardBatch b;
+    b.max_blocks_per_seq = kBlocks;
+    b.query_start = {0, kLen};
+    b.context_lens = {kLen};
+    b.block_tables = n.block_ids;
+    for (int32_t p = 0; p < kLen; ++p) {
+      b.token_ids.push_back(n.prompt_token_ids[p]);
+      b.positions.push_back(p);
+      b.slot_mapping.push_back(p);  // blocks 0.. in order: slot = position
+      b.logits_rows.push_back(p);
+    }
+    EXPECT_TRUE(runner.Forward(b, *row_logits).ok());
+  }
+  return std::move(results[0]->prompt_logprobs);
+}
+
+TEST_P(TensorParallelTest, PromptScoresMatchTheRunnersLogitsOnEveryRankCount) {
+  std::vector<float> logits;
+  const std::vector<PromptLogprobs> ref = ScorePromptOnRanks(dir_, 1, &logits);
+  ASSERT_EQ(ref.size(), 1u);
+  const std::vector<SampledToken>& scored = ref[0].tokens;
+  EXPECT_EQ(ref[0].first_index, 1);
+  ASSERT_EQ(scored.size(), 149u);
+  const size_t vocab = logits.size() / 150;
+  std::vector<float> row(vocab);
+  for (size_t p = 0; p < scored.size(); ++p) {
+    SCOPED_TRACE(::testing::Message() << "prompt token " << p + 1);
+    // log_softmax of row p, in double, is the reference.
+    const float* x = &logits[p * vocab];
+    const double m = *std::max_element(x, x + vocab);
+    double sum = 0.0;
+    for (size_t v = 0; v < vocab; ++v) sum += std::exp(double(x[v]) - m);
+    auto logprob = [&](TokenId t) { return double(x[t]) - m - std::log(sum); };
+    EXPECT_NEAR(scored[p].logprob, logprob(scored[p].token_id), 1e-5);
+    ASSERT_EQ(scored[p].top_logprobs.size(), 3u);
+    EXPECT_EQ(scored[p].top_logprobs[0].token_id, std::max_element(x, x + vocab) - x);
+    for (const TokenLogprob& t : scored[p].top_logprobs) {
+      EXPECT_NEAR(t.logprob, logprob(t.token_id), 1e-5);
+    }
+  }
+  for (int world : {2, 4}) {
+    SCOPED_TRACE(::testing::Message() << "TP=" << world);
+    const std::vector<PromptLogprobs> got = ScorePromptOnRanks(dir_, world, nullptr);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].tokens.size(), scored.size());
+    for (size_t p = 0; p < scored.size(); ++p) {
+      EXPECT_EQ(got[0].tokens[p].token_id, scored[p].token_id);
+      EXPECT_NEAR(got[0].tokens[p].logprob, scored[p].logprob, 1e-4) << "prompt token " << p + 1;
+    }
+  }
+}
+
 TEST_P(TensorParallelTest, ShardShapesCoverTheVocabulary) {
   absl::StatusOr<ModelConfig> c = ModelConfig::LoadFromDirectory(dir_);
   ASSERT_TRUE(c.ok());

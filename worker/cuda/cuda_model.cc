@@ -181,6 +181,7 @@ CudaStatus CudaModelRunner::AllocateActivations() {
   FOLIO_RETURN_IF_NOT_OK(gate_up_.Allocate(n * 2 * d.intermediate, "activations"));
   FOLIO_RETURN_IF_NOT_OK(act_.Allocate(n * d.intermediate, "activations"));
   FOLIO_RETURN_IF_NOT_OK(rows_.Allocate(rows * d.hidden, "activations"));
+  FOLIO_RETURN_IF_NOT_OK(scored_rows_.Allocate(rows, "activations"));
   const int32_t world = coll_->world_size();
   if (world > 1) {
     FOLIO_RETURN_IF_NOT_OK(local_logits_.Allocate(rows * d.vocab_padded, "logits (local)"));
@@ -330,6 +331,8 @@ CudaStatus CudaModelRunner::AllReduce(float* data, int64_t count) {
 CudaStatus CudaModelRunner::Forward(const CudaForwardBatch& b, CudaKvCache& cache) {
   FOLIO_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
   logits_rows_ = 0;
+  final_hidden_ = nullptr;
+  final_rows_ = 0;
   const int32_t n = b.num_tokens();
   if (n == 0) return CudaStatus::Ok();
   int32_t max_context_len = 0, max_query_len = 0;
@@ -388,6 +391,40 @@ CudaStatus CudaModelRunner::Forward(const CudaForwardBatch& b, CudaKvCache& cach
   const int32_t r = static_cast<int32_t>(b.logits_rows.size());
   const auto* rows = reinterpret_cast<const int32_t*>(staging_device_.data() + staged_.rows);
   FOLIO_CUDA_RETURN_IF_ERROR(GatherRows(y, d, rows, r, rows_.data(), st), "GatherRows");
+  FOLIO_RETURN_IF_NOT_OK(LmHead(r));
+  logits_rows_ = coll_->rank() == 0 ? r : 0;
+  final_hidden_ = y;
+  final_rows_ = n;
+  return CudaStatus::Ok();
+}
+
+CudaStatus CudaModelRunner::RowLogits(std::span<const int32_t> rows) {
+  FOLIO_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
+  logits_rows_ = 0;
+  const int32_t r = static_cast<int32_t>(rows.size());
+  if (final_hidden_ == nullptr) {
+    return CudaStatus::InvalidArgument("RowLogits: no Forward to take rows from");
+  }
+  if (size_t(r) > scored_rows_.size()) {
+    return CudaStatus::InvalidArgument("RowLogits: " + Str(r) + " rows exceed the runner's " +
+                                       Str(int64_t(scored_rows_.size())) + " logits rows");
+  }
+  for (int32_t row : rows) {
+    if (row < 0 || row >= final_rows_) {
+      return CudaStatus::InvalidArgument("RowLogits: row " + Str(row) +
+                                         " is outside the batch of " + Str(final_rows_) +
+                                         " tokens");
+    }
+  }
+  if (r == 0) return CudaStatus::Ok();
+  const cudaStream_t st = stream_.get();
+  // From pageable memory: the copy is staged before the call returns.
+  FOLIO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scored_rows_.data(), rows.data(), rows.size_bytes(),
+                                             cudaMemcpyHostToDevice, st),
+                             "cudaMemcpyAsync (scored rows)");
+  FOLIO_CUDA_RETURN_IF_ERROR(
+      GatherRows(final_hidden_, dims_.hidden, scored_rows_.data(), r, rows_.data(), st),
+      "GatherRows");
   FOLIO_RETURN_IF_NOT_OK(LmHead(r));
   logits_rows_ = coll_->rank() == 0 ? r : 0;
   return CudaStatus::Ok();

@@ -92,8 +92,13 @@ class CudaModelRunner {
   // when the batch is inconsistent or beyond the options' limits.
   CudaStatus Forward(const CudaForwardBatch& batch, CudaKvCache& cache);
 
-  // Device [num_logits_rows()][vocab_size()] of the last Forward (rank 0),
-  // valid until the next Forward.
+  // The logits of other token rows of the last Forward's batch (prompt
+  // scoring), replacing logits(): rows.size() <= the options' logits rows;
+  // every rank makes the same call. Asynchronous like Forward.
+  CudaStatus RowLogits(std::span<const int32_t> rows);
+
+  // Device [num_logits_rows()][vocab_size()] of the last Forward or
+  // RowLogits (rank 0), valid until the next of either.
   const float* logits() const { return logits_.data(); }
   int32_t num_logits_rows() const { return logits_rows_; }
   int32_t vocab_size() const { return dims_.vocab_size; }
@@ -176,7 +181,11 @@ class CudaModelRunner {
   CudaEvent staging_free_;           // the last upload of staging_host_ has completed
   bool staging_in_flight_ = false;
   StagingLayout staged_;             // of the batch being run
-  int32_t logits_rows_ = 0;          // of the last Forward
+  int32_t logits_rows_ = 0;          // of the last Forward / RowLogits
+  // The last Forward's final-normed hidden rows (one of a_ / b_), for RowLogits.
+  const float* final_hidden_ = nullptr;
+  int32_t final_rows_ = 0;
+  DeviceBuffer<int32_t> scored_rows_;  // RowLogits' row indices
 };
 
 }  // namespace folio::gpu

@@ -1,0 +1,76 @@
+#include "worker/prompt_logprobs.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/sampling.h"
+
+namespace folio {
+
+SampledToken ScorePromptRow(std::span<const float> logits, TokenId target, int32_t num_top,
+                            PromptRowScratch* scratch) {
+  scratch->logprobs.resize(logits.size());
+  kernels::cpu::LogSoftmax(logits, scratch->logprobs);
+  SampledToken out;
+  out.token_id = target;
+  out.logprob = scratch->logprobs[static_cast<size_t>(target)];
+  if (num_top > 0) {
+    std::vector<kernels::cpu::ScoredToken> top;
+    kernels::cpu::TopTokens(scratch->logprobs, num_top, &scratch->order, &top);
+    out.top_logprobs.reserve(top.size());
+    for (const kernels::cpu::ScoredToken& t : top) out.top_logprobs.push_back({t.token, t.logprob});
+  }
+  return out;
+}
+
+absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
+                          std::span<const MirroredSequence* const> seqs, int32_t vocab_size,
+                          int32_t max_rows, bool score, const RowLogitsFn& logits_of,
+                          std::vector<PromptLogprobs>* out) {
+  std::vector<int32_t> rows;
+  std::vector<float> logits;
+  PromptRowScratch scratch;
+  for (size_t s = 0; s < plan.scheduled.size(); ++s) {
+    const ScheduledSequence& work = plan.scheduled[s];
+    if (!work.prompt_logprobs) continue;
+    const MirroredSequence& m = *seqs[s];
+    if (!m.sampling.prompt_logprobs.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", work.seq_id, ": prompt_logprobs scheduled, but its sampling parameters "
+          "ask for none"));
+    }
+    // Position p scores prompt token p + 1: positions [start, end).
+    const int32_t start = work.start_position;
+    const int32_t end = std::min(start + static_cast<int32_t>(work.token_ids.size()),
+                                 m.num_prompt_tokens - 1);
+    PromptLogprobs scored;
+    scored.seq_id = work.seq_id;
+    scored.first_index = start + 1;
+    for (int32_t p = start; p < end; p += max_rows) {
+      const int32_t count = std::min(max_rows, end - p);
+      rows.resize(static_cast<size_t>(count));
+      for (int32_t i = 0; i < count; ++i) rows[i] = batch.query_start[s] + (p - start) + i;
+      if (absl::Status st = logits_of(rows, &logits); !st.ok()) return st;
+      if (!score) continue;
+      if (logits.size() != static_cast<size_t>(count) * static_cast<size_t>(vocab_size)) {
+        return absl::InternalError(absl::StrCat("prompt scoring got ", logits.size(),
+                                                " logits for ", count, " rows of ", vocab_size));
+      }
+      for (int32_t i = 0; i < count; ++i) {
+        const std::span<const float> row(logits.data() + size_t(i) * size_t(vocab_size),
+                                         static_cast<size_t>(vocab_size));
+        const TokenId target = m.tokens[static_cast<size_t>(p + i + 1)];
+        if (target < 0 || target >= vocab_size) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("sequence ", work.seq_id, ": prompt token ", p + i + 1, " is ",
+                           target, ", outside the vocabulary"));
+        }
+        scored.tokens.push_back(ScorePromptRow(row, target, *m.sampling.prompt_logprobs, &scratch));
+      }
+    }
+    if (score) out->push_back(std::move(scored));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace folio

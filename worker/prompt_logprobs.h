@@ -1,0 +1,53 @@
+#ifndef FOLIO_WORKER_PROMPT_LOGPROBS_H_
+#define FOLIO_WORKER_PROMPT_LOGPROBS_H_
+
+// Prompt scoring (SamplingParams::prompt_logprobs), shared by the CPU and
+// CUDA workers: for every scheduled chunk with prompt_logprobs, the logits of
+// each position p whose next token p + 1 is still in the prompt give that
+// token's log-prob (raw log-softmax, like sampled tokens') and the most likely
+// tokens there. The logits come from the worker's runner, a bounded number of
+// rows at a time, so scoring a long prompt chunk never holds more than
+// max_rows * vocab floats.
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/plan_mirror.h"
+#include "common/step_plan.h"
+#include "common/types.h"
+#include "worker/forward_batch.h"
+
+namespace folio {
+
+// Fills `logits` with [rows.size()][vocab] logits of the given batch rows
+// (rank 0; other ranks may leave it empty). Every rank of a tensor-parallel
+// group is called with the same rows, in the same order.
+using RowLogitsFn =
+    std::function<absl::Status(std::span<const int32_t> rows, std::vector<float>* logits)>;
+
+// Scores the prompts of `plan`'s chunks with prompt_logprobs, after the
+// forward pass of `batch` (BuildForwardBatch's, with `seqs` its mirrored
+// sequences). On rank 0 (`score`) appends one PromptLogprobs per such chunk,
+// in plan order, to `out`; other ranks only take part in `logits_of`.
+// REQUIRES: max_rows >= 1.
+absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
+                          std::span<const MirroredSequence* const> seqs, int32_t vocab_size,
+                          int32_t max_rows, bool score, const RowLogitsFn& logits_of,
+                          std::vector<PromptLogprobs>* out);
+
+// One row: `target`'s log-prob under log_softmax(logits) and the num_top most
+// likely tokens (best first, ties lower id first), as the sampler reports
+// them. `scratch` is reused between calls.
+struct PromptRowScratch {
+  std::vector<float> logprobs;
+  std::vector<int32_t> order;
+};
+SampledToken ScorePromptRow(std::span<const float> logits, TokenId target, int32_t num_top,
+                            PromptRowScratch* scratch);
+
+}  // namespace folio
+
+#endif  // FOLIO_WORKER_PROMPT_LOGPROBS_H_
