@@ -14,6 +14,7 @@
 #include "client/commands.h"
 #include "client/logit_bias_flag.h"
 #include "client/offline_engine.h"
+#include "common/generation_defaults.h"
 #include "common/incremental_detokenizer.h"
 #include "common/openmp_env.h"
 #include "nlohmann/json.hpp"
@@ -37,6 +38,11 @@ Sampling:
   --prompt-logprobs N with --json: each prompt token's log-prob given those
                       before it, and the N most likely tokens there (no
                       prefix-cache reuse for such requests)
+  --generation-config auto|none|DIR
+                      defaults of the sampling flags not given: auto (default) =
+                      the model's generation_config.json recommendations
+                      (temperature, top_p, top_k, min_p, repetition_penalty,
+                      max_new_tokens), none = the values above
 Engine:
   --block-size N (16)  --kv-cache-mb N (256)  --num-device-blocks N  --num-host-blocks N (0)
   --max-num-batched-tokens N (2048)  --max-num-seqs N (256)
@@ -79,7 +85,31 @@ struct Flags {
   std::optional<std::string> prompt;
   std::string prompts_file;
   bool json = false;
+  std::string generation_config = "auto";
+  std::vector<std::string> given;  // the flags on the command line
 };
+
+// The sampling defaults of --generation-config for the fields no flag set
+// (the model's recommendations, like folio-scheduler's for unset fields).
+void ApplySamplingDefaults(Flags& f) {
+  std::string source;
+  absl::StatusOr<SamplingDefaults> d =
+      LoadSamplingDefaults(f.generation_config, f.engine.model_dir, &source);
+  if (!d.ok()) Fail(std::string(d.status().message()) + " (--generation-config none ignores it)");
+  auto given = [&](const char* flag) {
+    return std::find(f.given.begin(), f.given.end(), flag) != f.given.end();
+  };
+  if (given("--temperature")) d->temperature.reset();
+  if (given("--top-p")) d->top_p.reset();
+  if (given("--top-k")) d->top_k.reset();
+  if (given("--min-p")) d->min_p.reset();
+  if (given("--repetition-penalty")) d->repetition_penalty.reset();
+  if (given("--max-tokens")) d->max_tokens.reset();
+  if (d->empty()) return;
+  d->ApplyTo(&f.sampling);
+  std::fprintf(stderr, "folio run: sampling with %s from %s (--generation-config none turns this off)\n",
+               d->ToString().c_str(), source.c_str());
+}
 
 Flags Parse(int argc, char** argv) {
   Flags f;
@@ -93,11 +123,13 @@ Flags Parse(int argc, char** argv) {
     };
     SamplingParams& s = f.sampling;
     OfflineEngine::Options& e = f.engine;
+    f.given.push_back(flag);
     if (flag == "--help" || flag == "-h") { std::fputs(kUsage, stdout); std::exit(0); }
     else if (flag == "--model") e.model_dir = value();
     else if (flag == "--prompt") f.prompt = value();
     else if (flag == "--prompts-file") f.prompts_file = value();
     else if (flag == "--json") f.json = true;
+    else if (flag == "--generation-config") f.generation_config = value();
     else if (flag == "--max-tokens") s.max_tokens = Number<int32_t>(flag, value());
     else if (flag == "--temperature") s.temperature = Number<float>(flag, value());
     else if (flag == "--top-p") s.top_p = Number<float>(flag, value());
@@ -144,6 +176,7 @@ Flags Parse(int argc, char** argv) {
     Fail("give exactly one of --prompt and --prompts-file");
   }
   if (f.prompt.has_value() && f.prompt->empty()) Fail("--prompt is empty");
+  ApplySamplingDefaults(f);
   return f;
 }
 

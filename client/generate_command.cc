@@ -80,11 +80,12 @@ int GenerateMain(int argc, char** argv) {
   flags.String("tls-client-cert", &tls_client_cert, "PEM client certificate (mutual TLS)");
   flags.String("tls-client-key", &tls_client_key, "PEM key of --tls-client-cert");
   flags.Int("max-tokens", &max_tokens, "new tokens at most");
-  flags.Double("temperature", &temperature, "0 = greedy");
-  flags.Double("top-p", &top_p, "nucleus mass");
-  flags.Int("top-k", &top_k, "0 = off");
-  flags.Double("min-p", &min_p, "0 = off");
-  flags.Double("repetition-penalty", &repetition_penalty, "1 = off");
+  flags.Double("temperature", &temperature, "0 = greedy (unset: the model's default, else 1)");
+  flags.Double("top-p", &top_p, "nucleus mass (unset: the model's default, else 1 = off)");
+  flags.Int("top-k", &top_k, "0 = off (unset: the model's default, else off)");
+  flags.Double("min-p", &min_p, "0 = off (unset: the model's default, else off)");
+  flags.Double("repetition-penalty", &repetition_penalty,
+               "1 = off (unset: the model's default, else off)");
   flags.Double("presence-penalty", &presence_penalty, "0 = off");
   flags.Double("frequency-penalty", &frequency_penalty, "0 = off");
   flags.Int("seed", &seed, "deterministic sampling; -1 = random");
@@ -149,11 +150,15 @@ int GenerateMain(int argc, char** argv) {
     }
   }
   sp->set_max_tokens(static_cast<uint32_t>(max_tokens));
-  sp->set_temperature(static_cast<float>(temperature));
-  sp->set_top_p(static_cast<float>(top_p));
-  sp->set_top_k(static_cast<int32_t>(top_k));
-  sp->set_min_p(static_cast<float>(min_p));
-  sp->set_repetition_penalty(static_cast<float>(repetition_penalty));
+  // Left unset unless given, so the model's generation_config.json
+  // recommendations (folio-scheduler --generation-config) apply.
+  if (flags.IsSet("temperature")) sp->set_temperature(static_cast<float>(temperature));
+  if (flags.IsSet("top-p")) sp->set_top_p(static_cast<float>(top_p));
+  if (flags.IsSet("top-k")) sp->set_top_k(static_cast<int32_t>(top_k));
+  if (flags.IsSet("min-p")) sp->set_min_p(static_cast<float>(min_p));
+  if (flags.IsSet("repetition-penalty")) {
+    sp->set_repetition_penalty(static_cast<float>(repetition_penalty));
+  }
   sp->set_presence_penalty(static_cast<float>(presence_penalty));
   sp->set_frequency_penalty(static_cast<float>(frequency_penalty));
   if (seed >= 0) sp->set_seed(static_cast<uint64_t>(seed));

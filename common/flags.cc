@@ -1,5 +1,6 @@
 #include "common/flags.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -70,6 +71,7 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
       if (absl::Status s = f.set(env); !s.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(FlagEnvName(f.name), ": ", s.message()));
       }
+      given_.push_back(f.name);
     }
   }
   for (int i = first; i < argc; ++i) {
@@ -91,6 +93,7 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
       const Flag* negated = Find(name.substr(3));
       if (negated != nullptr && negated->is_bool) {
         if (absl::Status s = negated->set("false"); !s.ok()) return s;
+        given_.push_back(negated->name);
         continue;
       }
     }
@@ -105,8 +108,13 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
       }
     }
     if (absl::Status s = flag->set(value); !s.ok()) return s;
+    given_.push_back(flag->name);
   }
   return absl::OkStatus();
+}
+
+bool FlagSet::IsSet(const std::string& name) const {
+  return std::find(given_.begin(), given_.end(), name) != given_.end();
 }
 
 std::string FlagSet::Help() const {

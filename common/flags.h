@@ -29,6 +29,9 @@ class FlagSet {
   // Parses argv[first..argc); words that are not flags land in positional().
   absl::Status Parse(int argc, char** argv, int first = 1);
   const std::vector<std::string>& positional() const { return positional_; }
+  // Whether Parse set flag `name` (from the command line or its environment
+  // variable), as opposed to leaving its default.
+  bool IsSet(const std::string& name) const;
   // One line per flag: name, default, help.
   std::string Help() const;
 
@@ -45,6 +48,7 @@ class FlagSet {
 
   std::vector<Flag> flags_;
   std::vector<std::string> positional_;
+  std::vector<std::string> given_;  // names Parse set
 };
 
 // The environment variable that backs `name`: FOLIO_<NAME>.

@@ -11,12 +11,14 @@ absl::Status Invalid(const std::string& field, const std::string& what) {
 }
 
 // Public SamplingParams (with proto3 optionals) -> the engine's, defaults filled.
-absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in) {
+absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in,
+                                               const SamplingDefaults& defaults) {
   SamplingParams p;
+  defaults.ApplyTo(&p);  // then the request's own values win
   if (in.has_temperature()) p.temperature = in.temperature();
-  p.top_k = in.top_k() == -1 ? 0 : in.top_k();
+  if (in.has_top_k()) p.top_k = in.top_k() == -1 ? 0 : in.top_k();
   if (in.has_top_p()) p.top_p = in.top_p();
-  p.min_p = in.min_p();
+  if (in.has_min_p()) p.min_p = in.min_p();
   if (in.has_repetition_penalty()) p.repetition_penalty = in.repetition_penalty();
   p.presence_penalty = in.presence_penalty();
   p.frequency_penalty = in.frequency_penalty();
@@ -107,7 +109,7 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
   }
 
   const v1::SamplingParams& sp = request.sampling_params();
-  absl::StatusOr<SamplingParams> sampling = ConvertSampling(sp);
+  absl::StatusOr<SamplingParams> sampling = ConvertSampling(sp, limits.sampling_defaults);
   if (!sampling.ok()) return sampling.status();
   for (int i = 0; i < sp.stop_token_ids_size(); ++i) {
     if (sp.stop_token_ids(i) >= limits.vocab_size) {

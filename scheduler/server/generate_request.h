@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/generation_defaults.h"
 #include "common/model_config.h"
 #include "common/tokenizer.h"
 #include "folio/v1/generation.pb.h"
@@ -22,6 +23,9 @@ struct RequestLimits {
   // Whether the scheduler orders by priority; without it a request's
   // priority would be ignored, so a non-zero one is refused (as vLLM does).
   bool priority_scheduling = false;
+  // What unset sampling fields default to before vLLM's own defaults: the
+  // model's generation_config.json (folio-scheduler --generation-config).
+  SamplingDefaults sampling_defaults;
 };
 
 // A Generate request turned into what the engine runs: the scheduler's
@@ -34,7 +38,8 @@ struct ParsedRequest {
   std::optional<std::string> request_id;  // the client's, when given
 };
 
-// Validates and converts, filling vLLM's defaults for unset fields.
+// Validates and converts, filling unset fields from limits.sampling_defaults,
+// then vLLM's defaults.
 // INVALID_ARGUMENT naming the field, e.g.
 //   "sampling_params.top_p must be in (0, 1], got 1.5"
 //   "prompt has 4100 tokens; max_model_len is 4096 (prompt + at least 1 new token)".

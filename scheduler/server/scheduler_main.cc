@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/flags.h"
+#include "common/generation_defaults.h"
 #include "common/metrics_server.h"
 #include "common/model_config.h"
 #include "common/tokenizer.h"
@@ -68,6 +69,7 @@ struct Settings {
   int64_t max_model_len = 0;
   std::string preemption_mode = "auto";
   std::string scheduling_policy = "fcfs";
+  std::string generation_config = "auto";
   bool enable_prefix_caching = true;
   std::string metrics_host;   // default: host
   int64_t metrics_port = -1;  // -1: the default, 9400; 0: no metrics
@@ -196,6 +198,9 @@ int Run(int argc, char** argv) {
             "slots (larger is refused)");
   flags.String("preemption-mode", &s.preemption_mode, "auto|recompute|swap");
   flags.String("scheduling-policy", &s.scheduling_policy, "fcfs|priority");
+  flags.String("generation-config", &s.generation_config,
+               "defaults of unset sampling fields: auto (the model's generation_config.json), "
+               "none, or a directory holding a generation_config.json");
   flags.Bool("enable-prefix-caching", &s.enable_prefix_caching, "reuse cached prompt blocks");
   flags.Double("step-timeout-s", &s.step_timeout_s, "a step running longer fails the workers");
   flags.Double("connect-timeout-s", &s.connect_timeout_s, "wait this long for workers to start");
@@ -283,6 +288,20 @@ int Run(int argc, char** argv) {
   if (!model.ok()) return fail(model.status());
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::LoadFromDirectory(s.model);
   if (!tokenizer.ok()) return fail(tokenizer.status());
+  std::string defaults_source;
+  absl::StatusOr<SamplingDefaults> sampling_defaults =
+      LoadSamplingDefaults(s.generation_config, s.model, &defaults_source);
+  if (!sampling_defaults.ok()) {
+    return fail(absl::Status(sampling_defaults.status().code(),
+                             absl::StrCat(sampling_defaults.status().message(),
+                                          " (--generation-config none ignores it)")));
+  }
+  if (!sampling_defaults->empty()) {
+    std::fprintf(stderr,
+                 "folio-scheduler: requests that leave them unset sample with %s, from %s "
+                 "(--generation-config none turns this off)\n",
+                 sampling_defaults->ToString().c_str(), defaults_source.c_str());
+  }
   const bool on_cuda = s.device.rfind("cuda", 0) == 0;
   absl::StatusOr<v1::DType> dtype = ParseDType(s.dtype, on_cuda);
   if (!dtype.ok()) return fail(dtype.status());
@@ -484,6 +503,7 @@ int Run(int argc, char** argv) {
   limits.vocab_size = model->vocab_size;
   limits.max_model_len = *served_len;
   limits.eos_token_ids = model->eos_token_ids;
+  limits.sampling_defaults = *sampling_defaults;
   // A failed worker group ends serving: probes see NOT_SERVING (Kubernetes
   // restarts the pod), and new requests get UNAVAILABLE.
   eo.on_failure = [health](const absl::Status& status) {

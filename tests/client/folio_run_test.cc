@@ -19,6 +19,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using nlohmann::json;
 
 const std::string kSourceDir = FOLIO_SOURCE_DIR;
@@ -253,6 +254,49 @@ TEST(FolioRunTest, PromptLogprobsScoreThePrompt) {
                                "21"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_THAT(bad.err, HasSubstr("prompt_logprobs"));
+}
+
+// The model's generation_config.json recommends defaults for the sampling
+// flags not given (--generation-config auto); a flag given wins; none turns
+// them off.
+TEST(FolioRunTest, GenerationConfigDefaultsTheFlagsNotGiven) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / ("gen_config_model_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors"}) {
+    std::filesystem::create_symlink(std::filesystem::absolute(kDemoDir + "/" + f), dir / f);
+  }
+  std::ofstream(dir / "generation_config.json") << R"({"temperature": 0.0, "max_new_tokens": 5})";
+  const json ref = Reference();
+  const json& c = ref.at("cases").at(0);
+  const std::vector<int> want = c.at("output_token_ids").get<std::vector<int>>();
+  auto tokens = [](const RunResult& r) {
+    return JsonLines(r.out).at(0).at("outputs").at(0).at("token_ids").get<std::vector<int>>();
+  };
+  const std::string prompt = c.at("prompt").get<std::string>();
+
+  const RunResult greedy = Folio({"run", "--model", dir.string(), "--prompt", prompt,
+                                  "--ignore-eos", "--json"});
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+  EXPECT_THAT(greedy.err, HasSubstr("temperature=0 max_tokens=5"));
+  EXPECT_EQ(tokens(greedy), std::vector<int>(want.begin(), want.begin() + 5));
+
+  const RunResult shorter = Folio({"run", "--model", dir.string(), "--prompt", prompt,
+                                   "--ignore-eos", "--max-tokens", "3", "--json"});
+  ASSERT_EQ(shorter.exit_code, 0) << shorter.err;
+  EXPECT_EQ(tokens(shorter), std::vector<int>(want.begin(), want.begin() + 3));
+
+  const RunResult none = Folio({"run", "--model", dir.string(), "--prompt", prompt, "--ignore-eos",
+                                "--temperature", "0", "--generation-config", "none", "--json"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(tokens(none).size(), 16u);  // the flag's own default
+  EXPECT_THAT(none.err, Not(HasSubstr("generation_config.json")));
+
+  std::ofstream(dir / "generation_config.json", std::ios::trunc) << R"({"top_p": 0})";
+  const RunResult bad = Folio({"run", "--model", dir.string(), "--prompt", prompt});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("field 'top_p' must be in (0, 1], got 0"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {

@@ -203,6 +203,7 @@ class DefaultValues(unittest.TestCase):
         self.assertEqual(d["FOLIO_MODEL"], "/models")
         # No name: folio-scheduler calls it "models" (NOTES.txt says so).
         self.assertNotIn("FOLIO_MODEL_NAME", d)
+        self.assertEqual(d["FOLIO_GENERATION_CONFIG"], "auto")
         self.assertEqual(
             d["FOLIO_WORKERS"],
             f"{RELEASE}-folio-worker-0.{RELEASE}-folio-worker-headless.{NAMESPACE}.svc:50061")

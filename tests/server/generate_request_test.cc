@@ -38,6 +38,51 @@ class GenerateRequestTest : public ::testing::Test {
   RequestLimits limits_;
 };
 
+// The model's generation_config.json recommendations fill the fields a
+// request leaves unset; a request's own values, zeros included, win.
+TEST_F(GenerateRequestTest, ModelDefaultsFillOnlyUnsetFields) {
+  limits_.sampling_defaults.temperature = 0.6f;
+  limits_.sampling_defaults.top_p = 0.9f;
+  limits_.sampling_defaults.top_k = 20;
+  limits_.sampling_defaults.min_p = 0.05f;
+  limits_.sampling_defaults.repetition_penalty = 1.1f;
+  limits_.sampling_defaults.max_tokens = 30;
+  v1::GenerateRequest r;
+  r.set_text("hello");
+  absl::StatusOr<ParsedRequest> p = Parse(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->spec.sampling.temperature, 0.6f);
+  EXPECT_EQ(p->spec.sampling.top_p, 0.9f);
+  EXPECT_EQ(p->spec.sampling.top_k, 20);
+  EXPECT_EQ(p->spec.sampling.min_p, 0.05f);
+  EXPECT_EQ(p->spec.sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(p->spec.sampling.max_tokens, 30);
+
+  auto* s = r.mutable_sampling_params();
+  s->set_temperature(0.0f);
+  s->set_top_p(1.0f);
+  s->set_top_k(0);
+  s->set_min_p(0.0f);
+  s->set_repetition_penalty(1.0f);
+  s->set_max_tokens(5);
+  p = Parse(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->spec.sampling.temperature, 0.0f);
+  EXPECT_EQ(p->spec.sampling.top_p, 1.0f);
+  EXPECT_EQ(p->spec.sampling.top_k, 0);
+  EXPECT_EQ(p->spec.sampling.min_p, 0.0f);
+  EXPECT_EQ(p->spec.sampling.repetition_penalty, 1.0f);
+  EXPECT_EQ(p->spec.sampling.max_tokens, 5);
+  s->set_top_k(-1);  // also off
+  p = Parse(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->spec.sampling.top_k, 0);
+  // min_tokens is checked against the max_tokens in effect, the model's too.
+  s->clear_max_tokens();
+  s->set_min_tokens(31);
+  ExpectInvalid(r, "sampling_params.min_tokens must be at most max_tokens (30)");
+}
+
 TEST_F(GenerateRequestTest, DefaultsFollowVllm) {
   v1::GenerateRequest r;
   r.set_text("In the beginning");

@@ -1,0 +1,143 @@
+#include "common/generation_defaults.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/text_file.h"
+#include "nlohmann/json.hpp"
+
+namespace folio {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status Bad(std::string_view source, const char* field, const std::string& what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(source), ": field '", field, "' ", what));
+}
+
+// A number field that is present and not null, unless it equals
+// transformers' default (`hf_default`), which recommends nothing.
+absl::StatusOr<std::optional<double>> Number(const json& root, const char* field,
+                                             std::optional<double> hf_default,
+                                             std::string_view source) {
+  auto it = root.find(field);
+  if (it == root.end() || it->is_null()) return std::optional<double>();
+  if (!it->is_number()) return Bad(source, field, absl::StrCat("must be a number, got ", it->dump()));
+  const double v = it->get<double>();
+  if (!std::isfinite(v)) return Bad(source, field, "must be finite");
+  if (hf_default.has_value() && v == *hf_default) return std::optional<double>();
+  return std::optional<double>(v);
+}
+
+}  // namespace
+
+bool SamplingDefaults::empty() const {
+  return !temperature && !top_p && !top_k && !min_p && !repetition_penalty && !max_tokens;
+}
+
+std::string SamplingDefaults::ToString() const {
+  std::string out;
+  auto add = [&](const char* name, const auto& v) {
+    if (v.has_value()) absl::StrAppend(&out, out.empty() ? "" : " ", name, "=", *v);
+  };
+  add("temperature", temperature);
+  add("top_p", top_p);
+  add("top_k", top_k);
+  add("min_p", min_p);
+  add("repetition_penalty", repetition_penalty);
+  add("max_tokens", max_tokens);
+  return out.empty() ? "none" : out;
+}
+
+void SamplingDefaults::ApplyTo(SamplingParams* p) const {
+  if (temperature) p->temperature = *temperature;
+  if (top_p) p->top_p = *top_p;
+  if (top_k) p->top_k = *top_k;
+  if (min_p) p->min_p = *min_p;
+  if (repetition_penalty) p->repetition_penalty = *repetition_penalty;
+  if (max_tokens) p->max_tokens = *max_tokens;
+}
+
+absl::StatusOr<SamplingDefaults> ParseSamplingDefaults(std::string_view json_text,
+                                                       std::string_view source) {
+  json root;
+  try {
+    root = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": invalid JSON: ", e.what()));
+  }
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": expected a JSON object"));
+  }
+  SamplingDefaults d;
+  struct Field {
+    const char* name;
+    std::optional<double> hf_default;
+  };
+  std::optional<double> v[6];
+  const Field fields[6] = {{"temperature", 1.0}, {"top_p", 1.0},
+                           {"top_k", 50.0},      {"min_p", std::nullopt},
+                           {"repetition_penalty", 1.0}, {"max_new_tokens", std::nullopt}};
+  for (int i = 0; i < 6; ++i) {
+    absl::StatusOr<std::optional<double>> n = Number(root, fields[i].name, fields[i].hf_default, source);
+    if (!n.ok()) return n.status();
+    v[i] = *n;
+  }
+  // The checks ValidateSamplingParams makes of a request, here so a bad file
+  // fails at startup rather than every request that relies on it.
+  if (v[0]) {
+    if (*v[0] < 0) return Bad(source, "temperature", absl::StrCat("must be >= 0, got ", *v[0]));
+    d.temperature = static_cast<float>(*v[0]);
+  }
+  if (v[1]) {
+    if (!(*v[1] > 0 && *v[1] <= 1)) return Bad(source, "top_p", absl::StrCat("must be in (0, 1], got ", *v[1]));
+    d.top_p = static_cast<float>(*v[1]);
+  }
+  if (v[2]) {
+    if (*v[2] != std::floor(*v[2]) || *v[2] < -1 || *v[2] > INT32_MAX) {
+      return Bad(source, "top_k", absl::StrCat("must be an integer >= -1, got ", *v[2]));
+    }
+    d.top_k = *v[2] <= 0 ? 0 : static_cast<int32_t>(*v[2]);  // 0 and -1: off
+  }
+  if (v[3]) {
+    if (!(*v[3] >= 0 && *v[3] <= 1)) return Bad(source, "min_p", absl::StrCat("must be in [0, 1], got ", *v[3]));
+    d.min_p = static_cast<float>(*v[3]);
+  }
+  if (v[4]) {
+    if (!(*v[4] > 0)) {
+      return Bad(source, "repetition_penalty", absl::StrCat("must be > 0, got ", *v[4]));
+    }
+    d.repetition_penalty = static_cast<float>(*v[4]);
+  }
+  if (v[5]) {
+    if (*v[5] != std::floor(*v[5]) || *v[5] < 1 || *v[5] > INT32_MAX) {
+      return Bad(source, "max_new_tokens", absl::StrCat("must be an integer >= 1, got ", *v[5]));
+    }
+    d.max_tokens = static_cast<int32_t>(*v[5]);
+  }
+  return d;
+}
+
+absl::StatusOr<SamplingDefaults> LoadSamplingDefaults(const std::string& setting,
+                                                      const std::string& model_dir,
+                                                      std::string* source) {
+  if (source != nullptr) source->clear();
+  if (setting == "none") return SamplingDefaults();
+  const bool from_model = setting == "auto" || setting.empty();
+  const std::string path =
+      (std::filesystem::path(from_model ? model_dir : setting) / "generation_config.json").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    if (from_model) return SamplingDefaults();
+    return absl::NotFoundError(absl::StrCat("--generation-config ", setting, ": ", path,
+                                            " does not exist (auto, none or a directory with one)"));
+  }
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  if (source != nullptr) *source = path;
+  return ParseSamplingDefaults(*text, path);
+}
+
+}  // namespace folio
