@@ -38,6 +38,8 @@ Sampling:
   --prompt-logprobs N with --json: each prompt token's log-prob given those
                       before it, and the N most likely tokens there (no
                       prefix-cache reuse for such requests)
+  --truncate-prompt-tokens K  keep only the prompt's last K tokens (-1: as many
+                      as max-model-len leaves room for)
   --generation-config auto|none|DIR
                       defaults of the sampling flags not given: auto (default) =
                       the model's generation_config.json recommendations
@@ -58,7 +60,8 @@ still printed, with its error), 2 for bad flags or a model that cannot load.
 
 A prompts file holds one JSON object per line: {"prompt": "..."} or
 {"prompt_token_ids": [...]}, optionally with "max_tokens", "min_tokens",
-"temperature", "top_p", "top_k", "seed", "n", "logprobs", "prompt_logprobs".
+"temperature", "top_p", "top_k", "seed", "n", "logprobs", "prompt_logprobs",
+"truncate_prompt_tokens".
 )";
 
 [[noreturn]] void Fail(const std::string& message) {
@@ -86,6 +89,7 @@ struct Flags {
   std::string prompts_file;
   bool json = false;
   std::string generation_config = "auto";
+  std::optional<int32_t> truncate_prompt_tokens;
   std::vector<std::string> given;  // the flags on the command line
 };
 
@@ -146,6 +150,9 @@ Flags Parse(int argc, char** argv) {
     else if (flag == "--ignore-eos") s.ignore_eos = true;
     else if (flag == "--logprobs") s.logprobs = Number<int32_t>(flag, value());
     else if (flag == "--prompt-logprobs") s.prompt_logprobs = Number<int32_t>(flag, value());
+    else if (flag == "--truncate-prompt-tokens") {
+      f.truncate_prompt_tokens = Number<int32_t>(flag, value());
+    }
     else if (flag == "--stop-token-id") s.stop_token_ids.push_back(Number<TokenId>(flag, value()));
     else if (flag == "--min-tokens") s.min_tokens = Number<int32_t>(flag, value());
     else if (flag == "--logit-bias") {
@@ -183,7 +190,7 @@ Flags Parse(int argc, char** argv) {
 std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
   std::vector<OfflineEngine::Request> out;
   if (f.prompt.has_value()) {
-    out.push_back({*f.prompt, std::nullopt, f.sampling});
+    out.push_back({*f.prompt, std::nullopt, f.sampling, f.truncate_prompt_tokens});
     return out;
   }
   std::ifstream in(f.prompts_file);
@@ -194,7 +201,7 @@ std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
     const std::string where = f.prompts_file + ":" + std::to_string(n) + ": ";
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) Fail(where + "not a JSON object");
-    OfflineEngine::Request r{"", std::nullopt, f.sampling};
+    OfflineEngine::Request r{"", std::nullopt, f.sampling, f.truncate_prompt_tokens};
     if (j.contains("prompt") && j["prompt"].is_string()) {
       r.prompt = j["prompt"].get<std::string>();
     } else if (j.contains("prompt_token_ids") && j["prompt_token_ids"].is_array()) {
@@ -218,6 +225,11 @@ std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
     num("top_k", r.sampling.top_k);
     num("logprobs", r.sampling.logprobs);
     num("min_tokens", r.sampling.min_tokens);
+    if (j.contains("truncate_prompt_tokens")) {
+      int32_t k = 0;
+      num("truncate_prompt_tokens", k);
+      r.truncate_prompt_tokens = k;
+    }
     if (j.contains("prompt_logprobs")) {
       int32_t n = 0;
       num("prompt_logprobs", n);

@@ -61,7 +61,7 @@ int GenerateMain(int argc, char** argv) {
   std::string address = "127.0.0.1:50051";
   std::string request_id;
   int64_t max_tokens = 64, top_k = 0, n = 1, best_of = 0, beam_width = 0, logprobs = -1,
-          prompt_logprobs = -1, seed = -1, priority = 0;
+          prompt_logprobs = -1, seed = -1, priority = 0, truncate_prompt_tokens = 0;
   double temperature = 1.0, top_p = 1.0, min_p = 0.0, repetition_penalty = 1.0,
          presence_penalty = 0.0, frequency_penalty = 0.0, timeout_s = 600, wait_s = 0;
   bool ignore_eos = false, json = false, token_ids_only = false;
@@ -104,6 +104,8 @@ int GenerateMain(int argc, char** argv) {
   flags.Int("logprobs", &logprobs, "top log-probs per token; -1 = none");
   flags.Int("prompt-logprobs", &prompt_logprobs,
             "score the prompt's tokens, with this many top log-probs each (see --json); -1 = none");
+  flags.Int("truncate-prompt-tokens", &truncate_prompt_tokens,
+            "keep only the prompt's last K tokens (-1: as many as max_model_len allows)");
   flags.Int("priority", &priority, "lower runs sooner (priority scheduling)");
   flags.String("request-id", &request_id, "client-chosen id (for Abort)");
   flags.Bool("json", &json, "print every stream message as a JSON line");
@@ -196,6 +198,14 @@ int GenerateMain(int argc, char** argv) {
     sp->set_prompt_logprobs(static_cast<uint32_t>(prompt_logprobs));
   }
   sp->set_priority(static_cast<int32_t>(priority));
+  if (flags.IsSet("truncate-prompt-tokens")) {
+    if (truncate_prompt_tokens < INT32_MIN || truncate_prompt_tokens > INT32_MAX) {
+      std::fprintf(stderr, "folio generate: --truncate-prompt-tokens %lld is out of range\n",
+                   static_cast<long long>(truncate_prompt_tokens));
+      return 2;
+    }
+    sp->set_truncate_prompt_tokens(static_cast<int32_t>(truncate_prompt_tokens));
+  }
 
   if (tls_client_cert.empty() != tls_client_key.empty()) {
     std::fprintf(stderr, "folio generate: give --tls-client-cert and --tls-client-key together\n");

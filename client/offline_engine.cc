@@ -69,8 +69,11 @@ absl::StatusOr<std::vector<OfflineEngine::Result>> OfflineEngine::Generate(
       spec.prompt = tokenizer_->EncodePrompt(in.prompt);
     }
     absl::Status s;
+    if (in.truncate_prompt_tokens.has_value()) {
+      s = TruncatePrompt(*in.truncate_prompt_tokens, scheduler_->config().max_model_len, &spec.prompt);
+    }
     for (TokenId t : spec.prompt) {
-      if (t >= config.vocab_size) {
+      if (s.ok() && t >= config.vocab_size) {
         s = absl::InvalidArgumentError(absl::StrCat("prompt token id ", t,
                                                     " is out of vocabulary (size ",
                                                     config.vocab_size, ")"));

@@ -42,6 +42,8 @@ class OfflineEngine {
     std::string prompt;                            // tokenized as Tokenizer::EncodePrompt does
     std::optional<std::vector<TokenId>> prompt_token_ids;  // used as is when set
     SamplingParams sampling;
+    // Keep only the prompt's last k tokens (-1: max_model_len - 1); unset = all.
+    std::optional<int32_t> truncate_prompt_tokens;
   };
 
   struct Sequence {

@@ -20,6 +20,16 @@ void SortLogitBias(std::vector<TokenBias>* biases) {
   v.resize(kept);
 }
 
+absl::Status TruncatePrompt(int32_t k, int32_t max_model_len, std::vector<TokenId>* prompt) {
+  if (k == 0 || k < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("truncate_prompt_tokens must be >= 1, or -1 for max_model_len - 1, got ", k));
+  }
+  const size_t keep = static_cast<size_t>(k == -1 ? std::max(1, max_model_len - 1) : k);
+  if (prompt->size() > keep) prompt->erase(prompt->begin(), prompt->end() - keep);
+  return absl::OkStatus();
+}
+
 absl::Status ValidateSamplingParams(const SamplingParams& p) {
   auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (!std::isfinite(p.temperature) || p.temperature < 0.0f) {

@@ -71,6 +71,12 @@ struct SamplingParams {
 // tokens, one entry per token (the last one given wins).
 void SortLogitBias(std::vector<TokenBias>* biases);
 
+// Left truncation of a prompt (vLLM's truncate_prompt_tokens): keeps the last
+// k tokens, or with k = -1 the last max_model_len - 1 (room for one new
+// token). INVALID_ARGUMENT "truncate_prompt_tokens must be ..." for k = 0 or
+// k < -1.
+absl::Status TruncatePrompt(int32_t k, int32_t max_model_len, std::vector<TokenId>* prompt);
+
 // INVALID_ARGUMENT naming the offending field, e.g. "top_p must be in (0, 1]".
 absl::Status ValidateSamplingParams(const SamplingParams& params);
 

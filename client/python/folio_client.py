@@ -44,7 +44,7 @@ _SAMPLING_FIELDS = (
     "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
     "frequency_penalty", "seed", "n", "best_of", "beam_width", "length_penalty", "max_tokens",
     "min_tokens", "ignore_eos", "logprobs", "prompt_logprobs", "priority", "cache_salt",
-    "include_stop_str_in_output", "skip_special_tokens",
+    "include_stop_str_in_output", "skip_special_tokens", "truncate_prompt_tokens",
 )
 
 

@@ -101,6 +101,13 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
       return Invalid("prompt", "is missing: set text or token_ids");
   }
   if (out.spec.prompt.empty()) return Invalid("text", "tokenizes to no tokens");
+  if (request.sampling_params().has_truncate_prompt_tokens()) {
+    if (absl::Status s = TruncatePrompt(request.sampling_params().truncate_prompt_tokens(),
+                                        limits.max_model_len, &out.spec.prompt);
+        !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling_params.", s.message()));
+    }
+  }
   const int64_t prompt_len = static_cast<int64_t>(out.spec.prompt.size());
   if (prompt_len + 1 > limits.max_model_len) {
     return Invalid("prompt", absl::StrCat("has ", prompt_len, " tokens; max_model_len is ",

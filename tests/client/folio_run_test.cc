@@ -299,6 +299,28 @@ TEST(FolioRunTest, GenerationConfigDefaultsTheFlagsNotGiven) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(FolioRunTest, TruncatePromptTokensKeepsThePromptsEnd) {
+  const std::string file = ::testing::TempDir() + "/truncate.jsonl";
+  std::ofstream(file) << R"({"prompt_token_ids": [5, 6, 7, 8, 9, 10], "max_tokens": 1,)"
+                      << R"( "truncate_prompt_tokens": 4})" << "\n"
+                      << R"({"prompt_token_ids": [5, 6, 7], "max_tokens": 1})" << "\n";
+  const RunResult r = Folio({"run", "--model", kDemoDir, "--prompts-file", file, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = JsonLines(r.out);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].at("prompt_token_ids").get<std::vector<int>>(), (std::vector<int>{7, 8, 9, 10}));
+  EXPECT_EQ(lines[1].at("prompt_token_ids").get<std::vector<int>>(), (std::vector<int>{5, 6, 7}));
+  // The flag applies to every request; 0 is refused.
+  const RunResult flag = Folio({"run", "--model", kDemoDir, "--prompt", "In the beginning God",
+                                "--truncate-prompt-tokens", "2", "--max-tokens", "1", "--json"});
+  ASSERT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_EQ(JsonLines(flag.out).at(0).at("prompt_token_ids").size(), 2u);
+  const RunResult bad = Folio({"run", "--model", kDemoDir, "--prompt", "Hi",
+                               "--truncate-prompt-tokens", "0"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("truncate_prompt_tokens must be >= 1"));
+}
+
 TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
   struct Case {
     std::vector<std::string> args;

@@ -3,6 +3,8 @@
 
 #include "common/sampling_params.h"
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -21,6 +23,25 @@ TEST(SortLogitBiasTest, AscendingTokensAndTheLastValueOfARepeatedOne) {
   std::vector<TokenBias> none;
   SortLogitBias(&none);
   EXPECT_TRUE(none.empty());
+}
+
+// Left truncation keeps the prompt's last k tokens; -1 leaves room for one
+// new token under max_model_len.
+TEST(TruncatePromptTest, KeepsTheLastTokens) {
+  std::vector<TokenId> p = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(TruncatePrompt(3, 100, &p).ok());
+  EXPECT_EQ(p, (std::vector<TokenId>{3, 4, 5}));
+  ASSERT_TRUE(TruncatePrompt(10, 100, &p).ok());  // shorter already: unchanged
+  EXPECT_EQ(p, (std::vector<TokenId>{3, 4, 5}));
+  p = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(TruncatePrompt(-1, 4, &p).ok());
+  EXPECT_EQ(p, (std::vector<TokenId>{3, 4, 5}));
+  for (int32_t bad : {0, -2, INT32_MIN}) {
+    const absl::Status s = TruncatePrompt(bad, 4, &p);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(std::string(s.message()).find("truncate_prompt_tokens must be"), std::string::npos);
+  }
+  EXPECT_EQ(p, (std::vector<TokenId>{3, 4, 5}));  // refused: untouched
 }
 
 }  // namespace

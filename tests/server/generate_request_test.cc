@@ -83,6 +83,30 @@ TEST_F(GenerateRequestTest, ModelDefaultsFillOnlyUnsetFields) {
   ExpectInvalid(r, "sampling_params.min_tokens must be at most max_tokens (30)");
 }
 
+TEST_F(GenerateRequestTest, TruncatePromptTokensKeepsTheEnd) {
+  v1::GenerateRequest r;
+  for (TokenId t : {5, 6, 7, 8, 9}) r.mutable_token_ids()->add_ids(t);
+  r.mutable_sampling_params()->set_truncate_prompt_tokens(2);
+  absl::StatusOr<ParsedRequest> p = Parse(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->spec.prompt, (std::vector<TokenId>{8, 9}));
+  // -1: max_model_len (64) - 1 tokens, so a 100-token prompt now fits.
+  r.mutable_token_ids()->clear_ids();
+  for (int i = 0; i < 100; ++i) r.mutable_token_ids()->add_ids(i);
+  ExpectInvalid([&] {
+    v1::GenerateRequest whole = r;
+    whole.mutable_sampling_params()->clear_truncate_prompt_tokens();
+    return whole;
+  }(), "prompt has 100 tokens");
+  r.mutable_sampling_params()->set_truncate_prompt_tokens(-1);
+  p = Parse(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->spec.prompt.size(), 63u);
+  EXPECT_EQ(p->spec.prompt.front(), 37);
+  r.mutable_sampling_params()->set_truncate_prompt_tokens(0);
+  ExpectInvalid(r, "sampling_params.truncate_prompt_tokens must be >= 1");
+}
+
 TEST_F(GenerateRequestTest, DefaultsFollowVllm) {
   v1::GenerateRequest r;
   r.set_text("In the beginning");
