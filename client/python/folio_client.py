@@ -266,6 +266,11 @@ class FolioClient:
         req = self.pb.TokenizeRequest(text=text, add_special_tokens=add_special_tokens)
         return list(self.stub.Tokenize(req, timeout=30).token_ids)
 
+    def detokenize(self, token_ids, skip_special_tokens: bool = True) -> str:
+        req = self.pb.DetokenizeRequest(token_ids=list(token_ids),
+                                        skip_special_tokens=skip_special_tokens)
+        return self.stub.Detokenize(req, timeout=30).text
+
 
 def main():
     parser = argparse.ArgumentParser(description="Stream a generation from a folio cluster.")

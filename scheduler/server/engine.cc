@@ -354,6 +354,18 @@ std::vector<TokenId> Engine::Tokenize(const std::string& text, bool add_special_
   return tokenizer_->EncodePrompt(text, add_special_tokens);
 }
 
+absl::StatusOr<std::string> Engine::Detokenize(std::span<const TokenId> ids,
+                                               bool skip_special_tokens) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= limits_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token_ids[", i, "] is ", ids[i],
+                                                     ", outside the vocabulary [0, ",
+                                                     limits_.vocab_size, ")"));
+    }
+  }
+  return tokenizer_->Decode(ids, skip_special_tokens);
+}
+
 bool Engine::FailureFree() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failure_.ok();

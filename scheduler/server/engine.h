@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,6 +98,10 @@ class Engine {
 
   v1::ModelInfo ModelInfo() const;
   std::vector<TokenId> Tokenize(const std::string& text, bool add_special_tokens) const;
+  // The text of `ids` (invalid UTF-8 as U+FFFD). INVALID_ARGUMENT naming
+  // "token_ids[i]" for an id outside the model's vocabulary. Thread-safe.
+  absl::StatusOr<std::string> Detokenize(std::span<const TokenId> ids,
+                                         bool skip_special_tokens) const;
   // False once the worker group has failed: the engine serves nothing more.
   bool healthy() const;
   EngineSnapshot Snapshot() const;

@@ -204,4 +204,20 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
   return FinishUnary(context, grpc::Status::OK);
 }
 
+grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* context,
+                                                        const v1::DetokenizeRequest* request,
+                                                        v1::DetokenizeResponse* response) {
+  if (grpc::Status allowed = auth_.Check(*context); !allowed.ok()) {
+    return FinishUnary(context, allowed);
+  }
+  Engine* engine = engine_.load();
+  if (engine == nullptr) return FinishUnary(context, NotReady());
+  const std::vector<TokenId> ids(request->token_ids().begin(), request->token_ids().end());
+  const bool skip_special = !request->has_skip_special_tokens() || request->skip_special_tokens();
+  absl::StatusOr<std::string> text = engine->Detokenize(ids, skip_special);
+  if (!text.ok()) return FinishUnary(context, ToGrpcStatus(text.status()));
+  response->set_text(std::move(*text));
+  return FinishUnary(context, grpc::Status::OK);
+}
+
 }  // namespace folio

@@ -51,6 +51,15 @@ class PythonClientTest(unittest.TestCase):
         for case in self.cases[:3]:
             self.assertEqual(self.client.tokenize(case["prompt"]), case["prompt_token_ids"])
 
+    def test_detokenize_inverts_tokenize(self):
+        case = self.cases[0]
+        self.assertEqual(self.client.detokenize(case["prompt_token_ids"]), case["prompt"])
+        self.assertEqual(self.client.detokenize(case["output_token_ids"]), case["output_text"])
+        with self.assertRaises(grpc.RpcError) as err:
+            self.client.detokenize([5, -1])
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("token_ids[1]", err.exception.details())
+
     def test_greedy_generations_reproduce_the_reference(self):
         results = [None] * len(self.cases)
 

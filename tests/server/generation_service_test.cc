@@ -1,6 +1,6 @@
 // folio.v1.Generation on a real gRPC server (127.0.0.1, a free port) over
 // the demo-model engine: streaming, bad input, client cancellation, Abort,
-// GetModelInfo and Tokenize, and an engine that is not up yet.
+// GetModelInfo, Tokenize and Detokenize, and an engine that is not up yet.
 
 #include "scheduler/server/generation_service.h"
 
@@ -185,6 +185,30 @@ TEST_F(GenerationServiceTest, ModelInfoAndTokenize) {
   v1::TokenizeResponse tokens;
   ASSERT_TRUE(stub_->Tokenize(&tctx, tr, &tokens).ok());
   EXPECT_EQ(std::vector<TokenId>(tokens.token_ids().begin(), tokens.token_ids().end()), c.prompt_ids);
+}
+
+// Detokenize inverts Tokenize (the prompt's BOS is special: skipped unless
+// asked for) and names an id outside the vocabulary.
+TEST_F(GenerationServiceTest, DetokenizeInvertsTokenize) {
+  const ReferenceCase c = LoadReference()[0];
+  v1::DetokenizeRequest dr;
+  for (TokenId id : c.prompt_ids) dr.add_token_ids(id);
+  grpc::ClientContext ctx;
+  v1::DetokenizeResponse text;
+  ASSERT_TRUE(stub_->Detokenize(&ctx, dr, &text).ok());
+  EXPECT_EQ(text.text(), c.prompt);
+  dr.set_skip_special_tokens(false);
+  grpc::ClientContext sctx;
+  ASSERT_TRUE(stub_->Detokenize(&sctx, dr, &text).ok());
+  EXPECT_EQ(text.text(), "<|begin_of_text|>" + c.prompt);
+
+  dr.add_token_ids(2048);
+  grpc::ClientContext bctx;
+  const grpc::Status bad = stub_->Detokenize(&bctx, dr, &text);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.error_message(),
+            "token_ids[" + std::to_string(c.prompt_ids.size()) +
+                "] is 2048, outside the vocabulary [0, 2048)");
 }
 
 TEST(GenerationServiceNotReadyTest, AnswersUnavailableUntilTheEngineIsSet) {
