@@ -71,51 +71,49 @@ absl::StatusOr<SamplingDefaults> ParseSamplingDefaults(std::string_view json_tex
   if (!root.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": expected a JSON object"));
   }
-  SamplingDefaults d;
+  // Each field's value, unless absent, null or transformers' own default.
   struct Field {
     const char* name;
     std::optional<double> hf_default;
+    std::optional<double> value;
   };
-  std::optional<double> v[6];
-  const Field fields[6] = {{"temperature", 1.0}, {"top_p", 1.0},
-                           {"top_k", 50.0},      {"min_p", std::nullopt},
-                           {"repetition_penalty", 1.0}, {"max_new_tokens", std::nullopt}};
-  for (int i = 0; i < 6; ++i) {
-    absl::StatusOr<std::optional<double>> n = Number(root, fields[i].name, fields[i].hf_default, source);
-    if (!n.ok()) return n.status();
-    v[i] = *n;
+  Field temperature{"temperature", 1.0}, top_p{"top_p", 1.0}, top_k{"top_k", 50.0},
+      min_p{"min_p", std::nullopt}, repetition_penalty{"repetition_penalty", 1.0},
+      max_new_tokens{"max_new_tokens", std::nullopt};
+  for (Field* f : {&temperature, &top_p, &top_k, &min_p, &repetition_penalty, &max_new_tokens}) {
+    absl::StatusOr<std::optional<double>> v = Number(root, f->name, f->hf_default, source);
+    if (!v.ok()) return v.status();
+    f->value = *v;
   }
   // The checks ValidateSamplingParams makes of a request, here so a bad file
   // fails at startup rather than every request that relies on it.
-  if (v[0]) {
-    if (*v[0] < 0) return Bad(source, "temperature", absl::StrCat("must be >= 0, got ", *v[0]));
-    d.temperature = static_cast<float>(*v[0]);
+  auto integral = [](double v, double lo) { return v == std::floor(v) && v >= lo && v <= INT32_MAX; };
+  SamplingDefaults d;
+  if (const auto& v = temperature.value) {
+    if (*v < 0) return Bad(source, "temperature", absl::StrCat("must be >= 0, got ", *v));
+    d.temperature = static_cast<float>(*v);
   }
-  if (v[1]) {
-    if (!(*v[1] > 0 && *v[1] <= 1)) return Bad(source, "top_p", absl::StrCat("must be in (0, 1], got ", *v[1]));
-    d.top_p = static_cast<float>(*v[1]);
+  if (const auto& v = top_p.value) {
+    if (!(*v > 0 && *v <= 1)) return Bad(source, "top_p", absl::StrCat("must be in (0, 1], got ", *v));
+    d.top_p = static_cast<float>(*v);
   }
-  if (v[2]) {
-    if (*v[2] != std::floor(*v[2]) || *v[2] < -1 || *v[2] > INT32_MAX) {
-      return Bad(source, "top_k", absl::StrCat("must be an integer >= -1, got ", *v[2]));
+  if (const auto& v = top_k.value) {
+    if (!integral(*v, -1)) return Bad(source, "top_k", absl::StrCat("must be an integer >= -1, got ", *v));
+    d.top_k = *v <= 0 ? 0 : static_cast<int32_t>(*v);  // 0 and -1: off
+  }
+  if (const auto& v = min_p.value) {
+    if (!(*v >= 0 && *v <= 1)) return Bad(source, "min_p", absl::StrCat("must be in [0, 1], got ", *v));
+    d.min_p = static_cast<float>(*v);
+  }
+  if (const auto& v = repetition_penalty.value) {
+    if (!(*v > 0)) return Bad(source, "repetition_penalty", absl::StrCat("must be > 0, got ", *v));
+    d.repetition_penalty = static_cast<float>(*v);
+  }
+  if (const auto& v = max_new_tokens.value) {
+    if (!integral(*v, 1)) {
+      return Bad(source, "max_new_tokens", absl::StrCat("must be an integer >= 1, got ", *v));
     }
-    d.top_k = *v[2] <= 0 ? 0 : static_cast<int32_t>(*v[2]);  // 0 and -1: off
-  }
-  if (v[3]) {
-    if (!(*v[3] >= 0 && *v[3] <= 1)) return Bad(source, "min_p", absl::StrCat("must be in [0, 1], got ", *v[3]));
-    d.min_p = static_cast<float>(*v[3]);
-  }
-  if (v[4]) {
-    if (!(*v[4] > 0)) {
-      return Bad(source, "repetition_penalty", absl::StrCat("must be > 0, got ", *v[4]));
-    }
-    d.repetition_penalty = static_cast<float>(*v[4]);
-  }
-  if (v[5]) {
-    if (*v[5] != std::floor(*v[5]) || *v[5] < 1 || *v[5] > INT32_MAX) {
-      return Bad(source, "max_new_tokens", absl::StrCat("must be an integer >= 1, got ", *v[5]));
-    }
-    d.max_tokens = static_cast<int32_t>(*v[5]);
+    d.max_tokens = static_cast<int32_t>(*v);
   }
   return d;
 }
