@@ -10,6 +10,8 @@
 #   4. With 2+ GPUs: step 2 at --tp 2 (NCCL all-reduce between the devices).
 #   5. Each sliding-window model tests/gpu/prepare_carry.sh wrote to
 #      .gpu-carry/models: step 2 against folio run on that model.
+# Every fp32 serve also scores the prompt (prompt_logprobs, the LM-head rows
+# of RowLogits gathered over the ranks) against folio run's scores.
 # DEVICE=cpu runs the same script without a GPU (to check the script itself).
 # Exit: 0 passed, 1 failed, 77 no GPU.
 set -uo pipefail
@@ -33,6 +35,36 @@ want="$(timeout 120 "$B/folio" run --model "$MODEL" --prompt "$PROMPT" --tempera
           --max-tokens "$TOKENS" --ignore-eos)" || failed+=("folio run")
 echo "folio run (CPU): $want"
 
+# Prompt scores: folio run's (CPU) JSON and the served cluster's, compared,
+# on a prompt long enough for several 64-row LM-head calls.
+SCORE_PROMPT="$(printf 'In the beginning God created the heaven and the earth. %.0s' {1..14})"
+scores_of_run() {  # model dir -> file
+  local out="$CLUSTER_DIR/scores.run.$RANDOM.json"
+  timeout 120 "$B/folio" run --model "$1" --prompt "$SCORE_PROMPT" --temperature 0 --max-tokens 1 \
+    --prompt-logprobs 2 --json >"$out" || return 1
+  printf '%s' "$out"
+}
+SERVED_SCORES="$CLUSTER_DIR/scores.served.json"
+compare_scores() {  # run file, served file, tolerance
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+run = json.loads(open(sys.argv[1]).readline())["prompt_logprobs"][1:]
+served = []
+for line in open(sys.argv[2]):
+    chunk = json.loads(line).get("chunk", {})
+    if chunk.get("prompt_logprobs"):
+        served = chunk["prompt_logprobs"]
+        break
+tol = float(sys.argv[3])
+worst = max((abs(a["logprob"] - b.get("logprob", 0.0)) for a, b in zip(run, served)), default=0.0)
+same_ids = [a["token_id"] for a in run] == [b.get("token_id", 0) for b in served]
+print(f"prompt scores: {len(served)} of {len(run)} tokens, ids {'equal' if same_ids else 'DIFFER'}, "
+      f"max |d logprob| {worst:.2e} (tolerance {tol})")
+sys.exit(0 if same_ids and len(run) == len(served) and worst <= tol else 1)
+PY
+}
+want_scores="$(scores_of_run "$MODEL")" || failed+=("folio run --prompt-logprobs")
+
 # Serves the demo model on cuda with extra scheduler flags; prints the
 # greedy text folio generate streamed.
 # MODEL_DIR (default the demo model) picks the model.
@@ -45,6 +77,10 @@ serve_and_generate() {
   text="$(timeout 180 "$B/folio" generate --address 127.0.0.1:50551 --wait-s 90 \
             --temperature 0 --max-tokens "$TOKENS" --ignore-eos "$PROMPT" 2>"$log.client")" ||
     rc=$?
+  if [[ $rc -eq 0 ]]; then
+    timeout 120 "$B/folio" generate --address 127.0.0.1:50551 --temperature 0 --max-tokens 1 \
+      --prompt-logprobs 2 --json "$SCORE_PROMPT" >"$SERVED_SCORES" 2>>"$log.client" || rc=$?
+  fi
   kill -INT "$serve" 2>/dev/null
   wait "$serve" 2>/dev/null
   if [[ $rc -ne 0 ]]; then
@@ -60,6 +96,7 @@ echo "== folio serve --device $DEVICE --dtype float32"
 got="$(serve_and_generate --dtype float32)" || failed+=("serve fp32")
 echo "served ($DEVICE fp32): $got"
 if [[ "$got" != "$want" ]]; then failed+=("fp32 text differs from folio run"); fi
+compare_scores "$want_scores" "$SERVED_SCORES" 1e-3 || failed+=("fp32 prompt scores differ")
 
 if [[ "$DEVICE" == cuda ]]; then  # the CPU worker computes in float32 only
   echo "== folio serve --device cuda --dtype bfloat16"
@@ -79,6 +116,7 @@ if [[ "$gpus" -ge 2 ]]; then
   got_tp="$(serve_and_generate --dtype float32 --tp 2)" || failed+=("serve fp32 tp2")
   echo "served (cuda fp32, tp 2): $got_tp"
   if [[ "$got_tp" != "$want" ]]; then failed+=("tp 2 text differs from folio run"); fi
+  compare_scores "$want_scores" "$SERVED_SCORES" 1e-3 || failed+=("tp 2 prompt scores differ")
 else
   echo "== one GPU: no tensor-parallel (NCCL) run"
 fi
@@ -94,6 +132,8 @@ for dir in "$ROOT"/.gpu-carry/models/*/; do
   echo "folio run: $want_w"
   echo "served:    $got_w"
   if [[ "$got_w" != "$want_w" ]]; then failed+=("$name text differs from folio run"); fi
+  want_scores_w="$(scores_of_run "$dir")" || failed+=("folio run --prompt-logprobs $name")
+  compare_scores "$want_scores_w" "$SERVED_SCORES" 1e-3 || failed+=("$name prompt scores differ")
 done
 
 if [[ ${#failed[@]} -gt 0 ]]; then
