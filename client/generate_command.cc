@@ -60,7 +60,7 @@ const char* ReasonName(v1::FinishReason reason) {
 int GenerateMain(int argc, char** argv) {
   std::string address = "127.0.0.1:50051";
   std::string request_id;
-  int64_t max_tokens = 64, top_k = 0, n = 1, best_of = 0, beam_width = 0, logprobs = -1,
+  int64_t max_tokens = 16, top_k = 0, n = 1, best_of = 0, beam_width = 0, logprobs = -1,
           prompt_logprobs = -1, seed = -1, priority = 0, truncate_prompt_tokens = 0;
   double temperature = 1.0, top_p = 1.0, min_p = 0.0, repetition_penalty = 1.0,
          presence_penalty = 0.0, frequency_penalty = 0.0, timeout_s = 600, wait_s = 0;
@@ -79,7 +79,7 @@ int GenerateMain(int argc, char** argv) {
                "expect this name in the server's certificate instead of --address's host");
   flags.String("tls-client-cert", &tls_client_cert, "PEM client certificate (mutual TLS)");
   flags.String("tls-client-key", &tls_client_key, "PEM key of --tls-client-cert");
-  flags.Int("max-tokens", &max_tokens, "new tokens at most");
+  flags.Int("max-tokens", &max_tokens, "new tokens at most (unset: the model's default, else 16)");
   flags.Double("temperature", &temperature, "0 = greedy (unset: the model's default, else 1)");
   flags.Double("top-p", &top_p, "nucleus mass (unset: the model's default, else 1 = off)");
   flags.Int("top-k", &top_k, "0 = off (unset: the model's default, else off)");
@@ -151,9 +151,9 @@ int GenerateMain(int argc, char** argv) {
       return 2;
     }
   }
-  sp->set_max_tokens(static_cast<uint32_t>(max_tokens));
   // Left unset unless given, so the model's generation_config.json
   // recommendations (folio-scheduler --generation-config) apply.
+  if (flags.IsSet("max-tokens")) sp->set_max_tokens(static_cast<uint32_t>(max_tokens));
   if (flags.IsSet("temperature")) sp->set_temperature(static_cast<float>(temperature));
   if (flags.IsSet("top-p")) sp->set_top_p(static_cast<float>(top_p));
   if (flags.IsSet("top-k")) sp->set_top_k(static_cast<int32_t>(top_k));

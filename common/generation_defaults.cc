@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/text_file.h"
@@ -87,14 +88,20 @@ absl::StatusOr<SamplingDefaults> ParseSamplingDefaults(std::string_view json_tex
   }
   // The checks ValidateSamplingParams makes of a request, here so a bad file
   // fails at startup rather than every request that relies on it.
+  // Kept as floats: larger values would become inf.
+  constexpr double kMaxFloat = std::numeric_limits<float>::max();
   auto integral = [](double v, double lo) { return v == std::floor(v) && v >= lo && v <= INT32_MAX; };
   SamplingDefaults d;
   if (const auto& v = temperature.value) {
     if (*v < 0) return Bad(source, "temperature", absl::StrCat("must be >= 0, got ", *v));
+    if (*v > kMaxFloat) return Bad(source, "temperature", absl::StrCat("is too large: ", *v));
     d.temperature = static_cast<float>(*v);
   }
   if (const auto& v = top_p.value) {
-    if (!(*v > 0 && *v <= 1)) return Bad(source, "top_p", absl::StrCat("must be in (0, 1], got ", *v));
+    // As the float that is kept: 1e-46 would round to 0.
+    if (!(static_cast<float>(*v) > 0 && *v <= 1)) {
+      return Bad(source, "top_p", absl::StrCat("must be in (0, 1], got ", *v));
+    }
     d.top_p = static_cast<float>(*v);
   }
   if (const auto& v = top_k.value) {
@@ -106,7 +113,10 @@ absl::StatusOr<SamplingDefaults> ParseSamplingDefaults(std::string_view json_tex
     d.min_p = static_cast<float>(*v);
   }
   if (const auto& v = repetition_penalty.value) {
-    if (!(*v > 0)) return Bad(source, "repetition_penalty", absl::StrCat("must be > 0, got ", *v));
+    if (!(static_cast<float>(*v) > 0)) {
+      return Bad(source, "repetition_penalty", absl::StrCat("must be > 0, got ", *v));
+    }
+    if (*v > kMaxFloat) return Bad(source, "repetition_penalty", absl::StrCat("is too large: ", *v));
     d.repetition_penalty = static_cast<float>(*v);
   }
   if (const auto& v = max_new_tokens.value) {
@@ -122,7 +132,8 @@ absl::StatusOr<SamplingDefaults> LoadSamplingDefaults(const std::string& setting
                                                       const std::string& model_dir,
                                                       std::string* source) {
   if (source != nullptr) source->clear();
-  if (setting == "none") return SamplingDefaults();
+  // "vllm" is vLLM's spelling of none (its neutral defaults).
+  if (setting == "none" || setting == "vllm") return SamplingDefaults();
   const bool from_model = setting == "auto" || setting.empty();
   const std::string path =
       (std::filesystem::path(from_model ? model_dir : setting) / "generation_config.json").string();

@@ -43,7 +43,7 @@ absl::StatusOr<SamplingDefaults> ParseSamplingDefaults(std::string_view json_tex
 
 // What `--generation-config SETTING` selects: "auto" reads
 // <model_dir>/generation_config.json when it exists (none otherwise); "none"
-// gives no defaults; anything else is a directory whose
+// (or "vllm", vLLM's name for it) gives no defaults; anything else is a directory whose
 // generation_config.json must exist. *source (when not null) gets the file
 // read, or "" when none was.
 absl::StatusOr<SamplingDefaults> LoadSamplingDefaults(const std::string& setting,

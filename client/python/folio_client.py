@@ -277,8 +277,9 @@ def main():
     parser.add_argument("prompt")
     parser.add_argument("--address", default="127.0.0.1:50051")
     parser.add_argument("--stubs-dir", default=os.path.join("/tmp", "folio_python_stubs"))
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--temperature", type=float, default=1.0)
+    # Unset: the model's defaults (its generation_config.json), else 16 and 1.0.
+    parser.add_argument("--max-tokens", type=int)
+    parser.add_argument("--temperature", type=float)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--api-key", default=os.environ.get("FOLIO_API_KEY"),
                         help="sent as `authorization: Bearer <key>` (default: $FOLIO_API_KEY)")

@@ -34,9 +34,11 @@ absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in,
   p.ignore_eos = in.ignore_eos();
   p.stop_token_ids.assign(in.stop_token_ids().begin(), in.stop_token_ids().end());
   if (in.min_tokens() > static_cast<uint32_t>(p.max_tokens)) {  // before it can wrap
+    const bool from_model = !in.has_max_tokens() && defaults.max_tokens.has_value();
     return Invalid("sampling_params.min_tokens",
-                   absl::StrCat("must be at most max_tokens (", p.max_tokens, "), got ",
-                                in.min_tokens()));
+                   absl::StrCat("must be at most max_tokens (", p.max_tokens,
+                                from_model ? ", the model's generation_config.json default" : "",
+                                "), got ", in.min_tokens()));
   }
   p.min_tokens = static_cast<int32_t>(in.min_tokens());
   for (const auto& [token, bias] : in.logit_bias()) p.logit_bias.push_back({token, bias});

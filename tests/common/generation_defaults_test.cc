@@ -76,6 +76,10 @@ TEST(SamplingDefaultsTest, ValuesNoRequestCouldUseNameTheField) {
       {R"({"repetition_penalty": 0})", "field 'repetition_penalty' must be > 0"},
       {R"({"max_new_tokens": 0})", "field 'max_new_tokens' must be an integer >= 1"},
       {R"({"max_new_tokens": 1e12})", "field 'max_new_tokens'"},
+      // Finite as a double, not as the float that is kept.
+      {R"({"temperature": 1e39})", "field 'temperature' is too large: 1e+39"},
+      {R"({"repetition_penalty": 1e39})", "field 'repetition_penalty' is too large"},
+      {R"({"top_p": 1e-46})", "field 'top_p' must be in (0, 1], got 1e-46"},
       {R"({"temperature": "0.6"})", "field 'temperature' must be a number"},
       {R"({"temperature": )", "g.json: invalid JSON"},
       {R"([1, 2])", "g.json: expected a JSON object"},
@@ -115,10 +119,12 @@ TEST_F(LoadSamplingDefaultsTest, AutoNoneAndADirectory) {
   EXPECT_TRUE(d->empty());
   EXPECT_EQ(source, "");
 
-  // none ignores the model's file.
-  d = LoadSamplingDefaults("none", with, &source);
-  ASSERT_TRUE(d.ok());
-  EXPECT_TRUE(d->empty());
+  // none (and vLLM's name for it) ignores the model's file.
+  for (const char* none : {"none", "vllm"}) {
+    d = LoadSamplingDefaults(none, with, &source);
+    ASSERT_TRUE(d.ok()) << none;
+    EXPECT_TRUE(d->empty()) << none;
+  }
 
   // A directory of its own, whatever the model has.
   d = LoadSamplingDefaults(with, without, &source);

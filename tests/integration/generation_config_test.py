@@ -9,11 +9,12 @@ ctest with FOLIO_BIN_DIR and FOLIO_SOURCE_DIR set, under /usr/bin/python3."""
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
 
-from local_cluster import DEMO, SOURCE_DIR, LocalCluster, wait_until
+from local_cluster import BIN_DIR, DEMO, SOURCE_DIR, LocalCluster, wait_until
 
 sys.path.insert(0, os.path.join(SOURCE_DIR, "client", "python"))
 
@@ -77,6 +78,17 @@ class GenerationConfigTest(unittest.TestCase):
             self.assertEqual(short.sequences[0].token_ids, self.case["output_token_ids"][:3])
             sampled = client.generate(token_ids=self.case["prompt_token_ids"], ignore_eos=True,
                                       temperature=1.0, seed=11, max_tokens=12)
+            # folio generate sends only the flags given: the model's six greedy tokens.
+            cli = subprocess.run(
+                [os.path.join(BIN_DIR, "folio"), "generate", "--address", cluster.address,
+                 "--ignore-eos", "--json", "--token-ids",
+                 " ".join(str(t) for t in self.case["prompt_token_ids"])],
+                capture_output=True, text=True, timeout=120)
+            self.assertEqual(cli.returncode, 0, cli.stderr)
+            streamed = [t for line in cli.stdout.splitlines()
+                        for d in json.loads(line).get("chunk", {}).get("deltas", [])
+                        for t in d.get("token_ids", [])]
+            self.assertEqual(streamed, self.case["output_token_ids"][:6])
             log = cluster.log()
         finally:
             self.stop(cluster, client)

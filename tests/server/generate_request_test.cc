@@ -80,7 +80,8 @@ TEST_F(GenerateRequestTest, ModelDefaultsFillOnlyUnsetFields) {
   // min_tokens is checked against the max_tokens in effect, the model's too.
   s->clear_max_tokens();
   s->set_min_tokens(31);
-  ExpectInvalid(r, "sampling_params.min_tokens must be at most max_tokens (30)");
+  ExpectInvalid(r, "sampling_params.min_tokens must be at most max_tokens (30, the model's "
+                   "generation_config.json default), got 31");
 }
 
 TEST_F(GenerateRequestTest, TruncatePromptTokensKeepsTheEnd) {
