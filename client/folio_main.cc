@@ -35,9 +35,10 @@ Sampling:
   --logit-bias ID=B   add B in [-100, 100] to token ID's logit (repeatable)
   --logprobs N        with --json: the N most likely tokens at each position
                       (raw model log-probs, as vLLM reports them)
-  --prompt-logprobs N with --json: each prompt token's log-prob given those
-                      before it, and the N most likely tokens there (no
-                      prefix-cache reuse for such requests)
+  --prompt-logprobs N each prompt token's log-prob given those
+                      before it, and (in --json) the N most likely tokens
+                      there; without --json on stderr. No prefix-cache reuse
+                      for such requests
   --truncate-prompt-tokens K  keep only the prompt's last K tokens (-1: as many
                       as max-model-len leaves room for)
   --generation-config auto|none|DIR
@@ -315,6 +316,10 @@ int Run(int argc, char** argv) {
       continue;
     }
     if (!r.error.empty()) std::printf("[request %zu failed: %s]\n", i, r.error.c_str());
+    // Without --json the prompt's scores go to stderr, as folio generate does.
+    for (const SampledToken& t : r.prompt_logprobs) {
+      std::fprintf(stderr, "[prompt token %d: logprob %.6g]\n", t.token_id, t.logprob);
+    }
     for (const OfflineEngine::Sequence& s : r.sequences) {
       if (r.sequences.size() > 1) std::printf("--- %d (%s)\n", s.index, FinishReasonName(s.finish_reason));
       std::printf("%s\n", s.text.c_str());
