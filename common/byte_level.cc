@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/regex_whitespace.h"
 
 namespace folio {
 namespace {
@@ -196,16 +197,19 @@ class PreTokenizerStep::Regex {
   static absl::StatusOr<std::shared_ptr<const Regex>> Compile(std::string_view pattern,
                                                               bool literal) {
     const uint32_t options = literal ? (PCRE2_UTF | PCRE2_LITERAL) : (PCRE2_UTF | PCRE2_UCP);
+    // \s as Hugging Face's regex engine means it (common/regex_whitespace.h).
+    const std::string spelled = literal ? std::string(pattern) : SpellOutWhitespace(pattern);
     int error = 0;
     PCRE2_SIZE offset = 0;
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(spelled.data()), spelled.size(),
                                      options, &error, &offset, nullptr);
     if (code == nullptr) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error, message, sizeof(message));
-      return absl::InvalidArgumentError(absl::StrCat("PCRE2 cannot compile the pattern at offset ",
-                                                     offset, ": ",
-                                                     reinterpret_cast<const char*>(message)));
+      const bool rewritten = spelled != pattern;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "PCRE2 cannot compile the pattern", rewritten ? " (\\s spelled out)" : "",
+          " at offset ", offset, ": ", reinterpret_cast<const char*>(message)));
     }
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // failure just means no JIT
     return std::shared_ptr<const Regex>(new Regex(code));

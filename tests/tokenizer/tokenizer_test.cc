@@ -181,6 +181,20 @@ TEST(PreTokenizerTest, Llama3Regex) {
               ElementsAre("we", "'ve", " ", "3", ".", "141", "59", " é你好", " 🙂!!"));
 }
 
+// \s is Unicode White_Space, as in Hugging Face's regex engine: U+180E
+// MONGOLIAN VOWEL SEPARATOR (a space before Unicode 6.3, PCRE2's \s still
+// takes it) is punctuation-like, so two of them are one piece; U+3000 and
+// U+0085 are spaces.
+TEST(PreTokenizerTest, WhitespaceIsUnicodeWhiteSpace) {
+  BpeSpec spec;
+  spec.pre_tokenizer = SplitThenByteLevel(testing_util::kLlama3Pattern);
+  auto t = LoadBpe(spec);
+  ASSERT_NE(t, nullptr);
+  EXPECT_THAT(t->PreTokenize("x\u180E\u180Ey"), ElementsAre("x", "\u180E\u180E", "y"));
+  EXPECT_THAT(t->PreTokenize("x\u3000\u3000y"), ElementsAre("x", "\u3000", "\u3000y"));
+  EXPECT_THAT(t->PreTokenize("x\u0085 "), ElementsAre("x", "\u0085 "));
+}
+
 TEST(PreTokenizerTest, Qwen2Regex) {
   BpeSpec spec;
   spec.pre_tokenizer = SplitThenByteLevel(testing_util::kQwen2Pattern);
