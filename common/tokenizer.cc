@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/byte_level.h"
 #include "common/check.h"
+#include "common/unicode_word.h"
 
 namespace folio {
 namespace {
@@ -16,17 +17,6 @@ namespace {
 // Debian's abseil has its own string_view; heterogeneous lookups need one.
 absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-bool IsAsciiSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-// For single_word added tokens: ASCII alphanumerics, '_' and (approximately)
-// every non-ASCII byte count as word characters.
-bool IsWordByte(char c) {
-  const auto u = static_cast<uint8_t>(c);
-  return u >= 0x80 || u == '_' || (u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') ||
-         (u >= 'A' && u <= 'Z');
-}
 
 }  // namespace
 
@@ -54,10 +44,10 @@ int Tokenizer::MatchAddedToken(const AddedTokenSet& set, std::string_view text, 
   for (int32_t k : set.by_first_byte[static_cast<uint8_t>(text[pos])]) {
     const AddedToken& a = set.tokens[k];
     if (text.compare(pos, a.pattern.size(), a.pattern) != 0) continue;
-    if (a.single_word) {
-      const size_t end = pos + a.pattern.size();
-      if ((pos > 0 && IsWordByte(text[pos - 1])) || (end < text.size() && IsWordByte(text[end])))
-        continue;
+    // Hugging Face's rules: no word character next to a single_word token.
+    if (a.single_word && (EndsWithWordChar(text.substr(0, pos)) ||
+                          StartsWithWordChar(text.substr(pos + a.pattern.size())))) {
+      continue;
     }
     return k;
   }
@@ -74,10 +64,10 @@ void Tokenizer::SplitAtAddedTokens(const AddedTokenSet& set, std::string_view te
     if (k < 0) continue;
     const AddedToken& a = set.tokens[k];
     size_t s = pos, e = pos + a.pattern.size();
-    if (a.lstrip)
-      while (s > start && IsAsciiSpace(text[s - 1])) --s;
-    if (a.rstrip)
-      while (e < text.size() && IsAsciiSpace(text[e])) ++e;
+    // lstrip / rstrip take the White_Space next to the token, not before
+    // what is already encoded.
+    if (a.lstrip) s = start + TrailingWhiteSpaceStart(text.substr(start, s - start));
+    if (a.rstrip) e += LeadingWhiteSpaceEnd(text.substr(e));
     if (s > start) encode_stretch(text.substr(start, s - start), start);
     ids->push_back(a.id);
     start = e;

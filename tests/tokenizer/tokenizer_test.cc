@@ -15,8 +15,10 @@
 namespace folio {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using testing_util::AddedToken;
 using testing_util::BpeSpec;
 using testing_util::json;
@@ -130,6 +132,13 @@ TEST(TokenizerTest, AddedTokenStripAndSingleWord) {
   EXPECT_THAT(t->Encode("aa  <mask>  aa"), ElementsAre(263, 300, 263));
   EXPECT_THAT(t->Encode("x ab y"), ElementsAre('x', ' ', 301, ' ', 'y'));
   EXPECT_THAT(t->Encode("abc"), ElementsAre('a', 264));  // inside a word: ordinary BPE
+  // As Hugging Face reads them (Unicode \w and \s): punctuation of any script is
+  // no word character, a letter of any script is; any White_Space is stripped.
+  EXPECT_THAT(t->Encode("\uFF0Cab\uFF0C"), Contains(301));  // fullwidth commas
+  EXPECT_THAT(t->Encode("\u2026ab"), Contains(301));         // an ellipsis
+  EXPECT_THAT(t->Encode("\u00E9ab"), Not(Contains(301)));     // é
+  EXPECT_THAT(t->Encode("ab\u4E2D"), Not(Contains(301)));     // 中
+  EXPECT_THAT(t->Encode("\u3000<mask>\u3000aa"), ElementsAre(300, 263));
 }
 
 TEST(TokenizerTest, IgnoreMergesTakesWholePreTokens) {
