@@ -25,6 +25,10 @@ absl::Status TruncatePrompt(int32_t k, int32_t max_model_len, std::vector<TokenI
     return absl::InvalidArgumentError(
         absl::StrCat("truncate_prompt_tokens must be >= 1, or -1 for max_model_len - 1, got ", k));
   }
+  if (k > max_model_len) {  // as vLLM: a size no prompt may have
+    return absl::InvalidArgumentError(absl::StrCat(
+        "truncate_prompt_tokens must be at most max_model_len (", max_model_len, "), got ", k));
+  }
   const size_t keep = static_cast<size_t>(k == -1 ? std::max(1, max_model_len - 1) : k);
   if (prompt->size() > keep) prompt->erase(prompt->begin(), prompt->end() - keep);
   return absl::OkStatus();

@@ -38,9 +38,6 @@ struct SamplingParams {
   int32_t logprobs = 0;          // how many top alternatives to return per token
   // Added to the logits before the penalties; ascending, distinct tokens.
   std::vector<TokenBias> logit_bias;
-  // Score the prompt: each prompt token's log-prob given those before it,
-  // with this many top alternatives; unset = not asked for.
-  std::optional<int32_t> prompt_logprobs;
 
   // Fan-out: n returned sequences sampled from best_of candidates, or beam
   // search with beam_width beams (beam_width > 1 excludes n/best_of > 1).
@@ -62,6 +59,11 @@ struct SamplingParams {
   // model's EOS.
   std::vector<TokenId> end_token_ids;
 
+  // Score the prompt: each prompt token's log-prob given those before it,
+  // with this many top alternatives; unset = not asked for. (Last: the
+  // fields above are read every step, and keep their cache lines.)
+  std::optional<int32_t> prompt_logprobs;
+
   bool UsesBeamSearch() const { return beam_width > 1; }
   // Sequences alive at once after the prompt: best_of samples or the beams.
   int32_t NumParallelSequences() const { return UsesBeamSearch() ? beam_width : best_of; }
@@ -73,8 +75,8 @@ void SortLogitBias(std::vector<TokenBias>* biases);
 
 // Left truncation of a prompt (vLLM's truncate_prompt_tokens): keeps the last
 // k tokens, or with k = -1 the last max_model_len - 1 (room for one new
-// token). INVALID_ARGUMENT "truncate_prompt_tokens must be ..." for k = 0 or
-// k < -1.
+// token). INVALID_ARGUMENT "truncate_prompt_tokens must be ..." for k = 0,
+// k < -1 or k > max_model_len.
 absl::Status TruncatePrompt(int32_t k, int32_t max_model_len, std::vector<TokenId>* prompt);
 
 // INVALID_ARGUMENT naming the offending field, e.g. "top_p must be in (0, 1]".

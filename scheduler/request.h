@@ -61,6 +61,10 @@ struct alignas(64) Request {
   // A recompute-preempted request resumes from the front of the queue.
   bool preempted = false;
   bool counted_cached_prompt = false;
+  // Prompt positions still need scoring (SamplingParams::prompt_logprobs):
+  // every one must be computed (no prefix-cache hits) and its logits scored.
+  // Set at admission for prompts of 2+ tokens, cleared once all are scored.
+  bool scores_prompt = false;
   int32_t num_preemptions = 0;
 
   RequestSpec spec;
@@ -71,13 +75,6 @@ struct alignas(64) Request {
   // 1..size() scored so far, handed whole to the request's first output.
   std::vector<SampledToken> prompt_logprobs;
   bool prompt_logprobs_sent = false;
-
-  // Whether prompt positions still need scoring: then every one must be
-  // computed (no prefix-cache hits) and its logits scored.
-  bool ScoresPrompt() const {
-    return spec.sampling.prompt_logprobs.has_value() && !prompt_logprobs_sent &&
-           prompt_logprobs.size() + 1 < spec.prompt.size();
-  }
 
   int32_t num_prompt_tokens() const { return static_cast<int32_t>(spec.prompt.size()); }
   SequencePtrs LiveSequences() const {

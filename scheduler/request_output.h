@@ -2,6 +2,7 @@
 #define FOLIO_SCHEDULER_REQUEST_OUTPUT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,9 @@ struct RequestOutput {
   int32_t num_output_tokens = 0;  // over all returned sequences, so far
   // Set once, on the first output with sequences (or the final one), when
   // the request asked for SamplingParams::prompt_logprobs: prompt tokens
-  // 1..P-1 with their log-probs and top alternatives.
-  bool has_prompt_logprobs = false;
-  std::vector<SampledToken> prompt_logprobs;
+  // 1..P-1 with their log-probs and top alternatives. A pointer: outputs are
+  // built by copying an empty one, every step.
+  std::shared_ptr<const std::vector<SampledToken>> prompt_logprobs;
 };
 
 }  // namespace folio

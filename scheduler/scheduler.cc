@@ -82,6 +82,7 @@ absl::Status Scheduler::AddRequest(RequestSpec spec) {
       std::make_unique<Sequence>(next_seq_id_++, spec.id, /*index=*/0, spec.prompt));
   request->spec = std::move(spec);
   Request* r = request.get();
+  r->scores_prompt = r->spec.sampling.prompt_logprobs.has_value() && r->num_prompt_tokens() > 1;
   // Token arrays growing by doubling as a sequence decodes cost a malloc,
   // a copy and a free in about one sequence step of twenty: size them once
   // for the longest the request can run (bounded, for huge max_tokens).
@@ -210,7 +211,7 @@ bool Scheduler::Commit(Request& r, const std::vector<int32_t>& counts, bool samp
     // Scores the prompt positions of this chunk not scored before (a
     // recomputed chunk may repeat some).
     const bool score =
-        r.ScoresPrompt() &&
+        r.scores_prompt &&
         std::min(seq.num_computed_tokens() + counts[i], r.num_prompt_tokens() - 1) >
             static_cast<int32_t>(r.prompt_logprobs.size());
     num_scoring_ += score ? 1 : 0;
@@ -413,7 +414,7 @@ AllocStatus Scheduler::CheckAdmission(Request& r, std::string* why) {
                         space->capacity());
     return AllocStatus::kNever;
   }
-  AllocStatus status = kv_.CanAdmit(seqs, r.spec.cache_salt, !r.ScoresPrompt());
+  AllocStatus status = kv_.CanAdmit(seqs, r.spec.cache_salt, !r.scores_prompt);
   if (status == AllocStatus::kOk && reserve > 0) {
     // A paged reservation must find all its blocks now.
     int32_t reserved_blocks = 0;
@@ -470,7 +471,7 @@ void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_sl
     waiting_.PopFront();
     int32_t hit_tokens = 0;
     // Scoring the prompt needs every position's logits: no cache hits then.
-    if (!r.ScoresPrompt()) {
+    if (!r.scores_prompt) {
       for (const auto& seq : r.seqs) hit_tokens += kv_.AttachCachedPrefix(*seq, r.spec.cache_salt);
     }
     if (!r.counted_cached_prompt) {

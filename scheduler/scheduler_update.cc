@@ -42,8 +42,8 @@ void AssignFew(Vec& v, It first, It last) {
 absl::StatusOr<std::vector<RequestOutput>> Scheduler::Update(const StepResult& result) {
   FOLIO_CHECK(awaiting_update_);
   awaiting_update_ = false;
-  // Before the samples: the step that samples a prompt's first token also
-  // scores its last chunk, and that output carries the scores.
+  // Before the samples: the step that samples a prompt's first token may
+  // also score its last positions, and that step's output carries the scores.
   if (absl::Status s = ApplyPromptLogprobs(result); !s.ok()) return s;
   // Resolve every sampled sequence's samples before changing anything. Rank 0
   // answers in plan order, so the lookup is a cursor; a map only if not.
@@ -454,6 +454,7 @@ absl::Status Scheduler::ApplyPromptLogprobs(const StepResult& result) {
       }
       if (index == r.prompt_logprobs.size() + 1) r.prompt_logprobs.push_back(scored.tokens[i]);
     }
+    if (r.prompt_logprobs.size() + 1 >= r.spec.prompt.size()) r.scores_prompt = false;
   }
   if (next != result.prompt_logprobs.size()) {
     return absl::InternalError(absl::StrCat("step ", result.step_id, ": ",
@@ -468,8 +469,8 @@ void Scheduler::AttachPromptLogprobs(Request& r, RequestOutput& out) {
   // Only a complete scoring (a request ended before its prompt was computed
   // has none to give).
   if (r.prompt_logprobs.size() + 1 < r.spec.prompt.size()) return;
-  out.has_prompt_logprobs = true;
-  out.prompt_logprobs = std::move(r.prompt_logprobs);
+  out.prompt_logprobs =
+      std::make_shared<const std::vector<SampledToken>>(std::move(r.prompt_logprobs));
   r.prompt_logprobs.clear();
   r.prompt_logprobs_sent = true;
 }

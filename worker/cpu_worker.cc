@@ -11,9 +11,6 @@
 namespace folio {
 namespace {
 
-// Prompt positions scored per LM-head call: bounds the logits held at once.
-constexpr int32_t kMaxScoredRowsPerCall = 64;
-
 // One compute pool per worker thread (see Options::num_threads): the kernel
 // threads, with OpenBLAS single-threaded inside them. Applied once per
 // calling thread and setting.

@@ -17,9 +17,6 @@ namespace {
 
 namespace kg = kernels::gpu;
 
-// Prompt positions scored per LM-head call: their logits cross to the host.
-constexpr int32_t kMaxScoredRowsPerCall = 64;
-
 absl::Status ToAbsl(const gpu::CudaStatus& s, const std::string& what) {
   if (s.ok()) return absl::OkStatus();
   const std::string message = absl::StrCat(what, ": ", s.message());
@@ -210,6 +207,9 @@ absl::Status CudaWorker::Init(const ModelWeights& weights) {
       o.dtype == Dtype::kFloat32 ? gpu::ComputeDtype::kFloat32 : gpu::ComputeDtype::kBFloat16;
   ro.max_num_tokens = o.max_num_batched_tokens;
   ro.max_num_seqs = o.max_num_seqs;
+  // Prompt scoring's LM-head calls take up to kMaxScoredRowsPerCall rows
+  // even when few sequences sample.
+  ro.max_logits_rows = std::max(o.max_num_seqs, kMaxScoredRowsPerCall);
   ro.max_model_len = o.max_model_len;
   ro.device = o.device;
   ro.collectives = collectives_.get();
@@ -348,21 +348,21 @@ absl::StatusOr<StepResult> CudaWorker::Execute(const StepPlan& plan) {
 
   StepResult result;
   result.step_id = plan.step_id;
-  if (options_.shard.rank == 0 && !batch_.logits_rows.empty()) {
-    if (absl::Status s = Sample(plan, &result); !s.ok()) return s;
-  }
+  // A failed Sample is returned after the prompt scoring below: its
+  // LM-head calls are collectives the other ranks make regardless.
+  absl::Status sampled;
+  if (options_.shard.rank == 0 && !batch_.logits_rows.empty()) sampled = Sample(plan, &result);
   // Prompt scoring after sampling (RowLogits replaces the sampled logits):
   // its rare logits rows come to the host and are scored there.
   const RowLogitsFn logits_of = [this](std::span<const int32_t> rows, std::vector<float>* out) {
     if (absl::Status s = ToAbsl(runner_->RowLogits(rows), "prompt logits"); !s.ok()) return s;
     return ToAbsl(runner_->CopyLogitsToHost(out), "prompt logits");
   };
-  if (absl::Status s = ScorePrompts(plan, batch_, batch_seqs_, config_.vocab_size,
-                                    std::min(options_.max_num_seqs, kMaxScoredRowsPerCall),
-                                    options_.shard.rank == 0, logits_of, &result.prompt_logprobs);
-      !s.ok()) {
-    return s;
-  }
+  absl::Status scored =
+      ScorePrompts(plan, batch_, batch_seqs_, config_.vocab_size, kMaxScoredRowsPerCall,
+                   options_.shard.rank == 0 && sampled.ok(), logits_of, &result.prompt_logprobs);
+  if (!sampled.ok()) return sampled;
+  if (!scored.ok()) return scored;
   // The step's device work (cache ops, forward) ends here, so its errors
   // belong to this step and its time to this step's forward_seconds.
   if (absl::Status s = CudaError(cudaStreamSynchronize(stream), "step"); !s.ok()) return s;

@@ -16,7 +16,8 @@
 // What crosses the PCIe bus per step: the batch's index arrays (one packed
 // upload), the sampling rows/history/keys/biases (rank 0), swapped KV blocks
 // to and from the pinned host pool, and back to the host only the sampled
-// tokens, their log-probs and top-N lists; never a logits row. Tensor
+// tokens, their log-probs and top-N lists; never a sampled row's logits (only
+// prompt scoring brings its rows' logits over, 64 at a time). Tensor
 // parallelism sums and gathers device memory through an NCCL Communicator
 // (worker/nccl_communicator.h).
 //

@@ -15,10 +15,11 @@ SampledToken ScorePromptRow(std::span<const float> logits, TokenId target, int32
   out.token_id = target;
   out.logprob = scratch->logprobs[static_cast<size_t>(target)];
   if (num_top > 0) {
-    std::vector<kernels::cpu::ScoredToken> top;
-    kernels::cpu::TopTokens(scratch->logprobs, num_top, &scratch->order, &top);
-    out.top_logprobs.reserve(top.size());
-    for (const kernels::cpu::ScoredToken& t : top) out.top_logprobs.push_back({t.token, t.logprob});
+    kernels::cpu::TopTokens(scratch->logprobs, num_top, &scratch->order, &scratch->top);
+    out.top_logprobs.reserve(scratch->top.size());
+    for (const kernels::cpu::ScoredToken& t : scratch->top) {
+      out.top_logprobs.push_back({t.token, t.logprob});
+    }
   }
   return out;
 }
@@ -30,15 +31,19 @@ absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
   std::vector<int32_t> rows;
   std::vector<float> logits;
   PromptRowScratch scratch;
+  // Rank 0's first scoring error: kept, not returned, until every collective
+  // call is made.
+  absl::Status failed;
   for (size_t s = 0; s < plan.scheduled.size(); ++s) {
     const ScheduledSequence& work = plan.scheduled[s];
     if (!work.prompt_logprobs) continue;
     const MirroredSequence& m = *seqs[s];
-    if (!m.sampling.prompt_logprobs.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
+    if (!m.sampling.prompt_logprobs.has_value() && failed.ok()) {
+      failed = absl::InvalidArgumentError(absl::StrCat(
           "sequence ", work.seq_id, ": prompt_logprobs scheduled, but its sampling parameters "
           "ask for none"));
     }
+    const int32_t num_top = m.sampling.prompt_logprobs.value_or(0);
     // Position p scores prompt token p + 1: positions [start, end).
     const int32_t start = work.start_position;
     const int32_t end = std::min(start + static_cast<int32_t>(work.token_ids.size()),
@@ -51,26 +56,28 @@ absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
       rows.resize(static_cast<size_t>(count));
       for (int32_t i = 0; i < count; ++i) rows[i] = batch.query_start[s] + (p - start) + i;
       if (absl::Status st = logits_of(rows, &logits); !st.ok()) return st;
-      if (!score) continue;
+      if (!score || !failed.ok()) continue;
       if (logits.size() != static_cast<size_t>(count) * static_cast<size_t>(vocab_size)) {
-        return absl::InternalError(absl::StrCat("prompt scoring got ", logits.size(),
-                                                " logits for ", count, " rows of ", vocab_size));
+        failed = absl::InternalError(absl::StrCat("prompt scoring got ", logits.size(),
+                                                  " logits for ", count, " rows of ", vocab_size));
+        continue;
       }
-      for (int32_t i = 0; i < count; ++i) {
+      for (int32_t i = 0; i < count && failed.ok(); ++i) {
         const std::span<const float> row(logits.data() + size_t(i) * size_t(vocab_size),
                                          static_cast<size_t>(vocab_size));
         const TokenId target = m.tokens[static_cast<size_t>(p + i + 1)];
         if (target < 0 || target >= vocab_size) {
-          return absl::InvalidArgumentError(
+          failed = absl::InvalidArgumentError(
               absl::StrCat("sequence ", work.seq_id, ": prompt token ", p + i + 1, " is ",
                            target, ", outside the vocabulary"));
+          break;
         }
-        scored.tokens.push_back(ScorePromptRow(row, target, *m.sampling.prompt_logprobs, &scratch));
+        scored.tokens.push_back(ScorePromptRow(row, target, num_top, &scratch));
       }
     }
     if (score) out->push_back(std::move(scored));
   }
-  return absl::OkStatus();
+  return failed;
 }
 
 }  // namespace folio

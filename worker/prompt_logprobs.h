@@ -18,6 +18,7 @@
 #include "common/plan_mirror.h"
 #include "common/step_plan.h"
 #include "common/types.h"
+#include "kernels/cpu/sampling.h"
 #include "worker/forward_batch.h"
 
 namespace folio {
@@ -25,13 +26,19 @@ namespace folio {
 // Fills `logits` with [rows.size()][vocab] logits of the given batch rows
 // (rank 0; other ranks may leave it empty). Every rank of a tensor-parallel
 // group is called with the same rows, in the same order.
+// Prompt positions scored per LM-head call: bounds the logits held at once
+// (64 x vocab floats; on CUDA what crosses to the host per call).
+inline constexpr int32_t kMaxScoredRowsPerCall = 64;
+
 using RowLogitsFn =
     std::function<absl::Status(std::span<const int32_t> rows, std::vector<float>* logits)>;
 
 // Scores the prompts of `plan`'s chunks with prompt_logprobs, after the
 // forward pass of `batch` (BuildForwardBatch's, with `seqs` its mirrored
 // sequences). On rank 0 (`score`) appends one PromptLogprobs per such chunk,
-// in plan order, to `out`; other ranks only take part in `logits_of`.
+// in plan order, to `out`; other ranks only take part in `logits_of`. Every
+// rank makes all its `logits_of` calls even when scoring fails on rank 0 (a
+// partner rank would wait in the collective), and returns the error after.
 // REQUIRES: max_rows >= 1.
 absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
                           std::span<const MirroredSequence* const> seqs, int32_t vocab_size,
@@ -44,6 +51,7 @@ absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
 struct PromptRowScratch {
   std::vector<float> logprobs;
   std::vector<int32_t> order;
+  std::vector<kernels::cpu::ScoredToken> top;
 };
 SampledToken ScorePromptRow(std::span<const float> logits, TokenId target, int32_t num_top,
                             PromptRowScratch* scratch);

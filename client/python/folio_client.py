@@ -233,8 +233,8 @@ class FolioClient:
         for msg in responses:
             result.request_id = msg.request_id
             if msg.WhichOneof("kind") == "chunk":
-                if msg.chunk.prompt_logprobs and result.prompt_logprobs is None:
-                    result.prompt_logprobs = [
+                if msg.chunk.prompt_logprobs:  # the first chunks' (a long prompt's: several)
+                    result.prompt_logprobs = (result.prompt_logprobs or []) + [
                         (lp.token_id, lp.logprob, [(t.token_id, t.logprob) for t in lp.top_logprobs])
                         for lp in msg.chunk.prompt_logprobs]
                 for d in msg.chunk.deltas:

@@ -3,6 +3,35 @@
 #include <algorithm>
 
 namespace folio {
+namespace {
+
+// Prompt scores per message: a long prompt's would pass the 4 MiB a gRPC
+// client accepts by default (about 232 bytes a token with 20 alternatives).
+constexpr size_t kPromptLogprobsPerMessage = 4096;
+
+void ToProtoLogprob(TokenId token, float logprob, const std::vector<TokenLogprob>& top,
+                    v1::TokenLogprob* out) {
+  out->set_token_id(token);
+  out->set_logprob(logprob);
+  out->mutable_top_logprobs()->Reserve(static_cast<int>(top.size()));
+  for (const TokenLogprob& alt : top) {
+    v1::TopLogprob* t = out->add_top_logprobs();
+    t->set_token_id(alt.token_id);
+    t->set_logprob(alt.logprob);
+  }
+}
+
+// Prompt scores [begin, end) into `chunk`.
+void AppendPromptLogprobs(const std::vector<SampledToken>& scored, size_t begin, size_t end,
+                          v1::Chunk* chunk) {
+  chunk->mutable_prompt_logprobs()->Reserve(static_cast<int>(end - begin));
+  for (size_t i = begin; i < end; ++i) {
+    ToProtoLogprob(scored[i].token_id, scored[i].logprob, scored[i].top_logprobs,
+                   chunk->add_prompt_logprobs());
+  }
+}
+
+}  // namespace
 
 v1::FinishReason ToProtoFinishReason(FinishReason reason) {
   switch (reason) {
@@ -53,16 +82,9 @@ bool RequestStream::ApplyDelta(const SequenceOutput& delta, v1::SequenceDelta* o
     ++s.num_tokens;
     s.last_token = token;
     if (logprobs_.has_value()) {
-      v1::TokenLogprob* lp = out->add_logprobs();
-      lp->set_token_id(token);
-      lp->set_logprob(logprob);
-      if (i < delta.top_logprobs.size()) {
-        for (const TokenLogprob& alt : delta.top_logprobs[i]) {
-          v1::TopLogprob* top = lp->add_top_logprobs();
-          top->set_token_id(alt.token_id);
-          top->set_logprob(alt.logprob);
-        }
-      }
+      static const std::vector<TokenLogprob> kNone;
+      ToProtoLogprob(token, logprob, i < delta.top_logprobs.size() ? delta.top_logprobs[i] : kNone,
+                     out->add_logprobs());
     }
     // A stop token id or EOS ends the sequence without its text unless
     // include_stop_str_in_output (as in vLLM); it is the delta's last token.
@@ -90,20 +112,17 @@ std::vector<v1::GenerateResponse> RequestStream::Consume(const RequestOutput& ou
   if (finished_) return messages;
   v1::GenerateResponse chunk;
   chunk.set_request_id(request_id_);
-  if (output.has_prompt_logprobs) {
-    // The prompt's scores lead the request's first chunk, even an empty one.
-    v1::Chunk* c = chunk.mutable_chunk();
-    c->mutable_prompt_logprobs()->Reserve(static_cast<int>(output.prompt_logprobs.size()));
-    for (const SampledToken& t : output.prompt_logprobs) {
-      v1::TokenLogprob* lp = c->add_prompt_logprobs();
-      lp->set_token_id(t.token_id);
-      lp->set_logprob(t.logprob);
-      for (const TokenLogprob& alt : t.top_logprobs) {
-        v1::TopLogprob* top = lp->add_top_logprobs();
-        top->set_token_id(alt.token_id);
-        top->set_logprob(alt.logprob);
-      }
+  if (output.prompt_logprobs != nullptr) {
+    // The prompt's scores lead: whole chunks of them while more than one
+    // message's worth is left, the rest in this output's chunk (even empty).
+    const std::vector<SampledToken>& scored = *output.prompt_logprobs;
+    size_t begin = 0;
+    for (; scored.size() - begin > kPromptLogprobsPerMessage; begin += kPromptLogprobsPerMessage) {
+      v1::GenerateResponse& part = messages.emplace_back();
+      part.set_request_id(request_id_);
+      AppendPromptLogprobs(scored, begin, begin + kPromptLogprobsPerMessage, part.mutable_chunk());
     }
+    AppendPromptLogprobs(scored, begin, scored.size(), chunk.mutable_chunk());
   }
   for (const SequenceOutput& delta : output.sequences) {
     v1::SequenceDelta* d = chunk.mutable_chunk()->add_deltas();
@@ -115,7 +134,7 @@ std::vector<v1::GenerateResponse> RequestStream::Consume(const RequestOutput& ou
     const SequenceState& s = sequences_[delta.index];
     if (was_running && s.text->stopped()) stopped->sequences.push_back(delta.index);
   }
-  if (chunk.has_chunk() && (chunk.chunk().deltas_size() > 0 || output.has_prompt_logprobs)) {
+  if (chunk.has_chunk() && (chunk.chunk().deltas_size() > 0 || output.prompt_logprobs != nullptr)) {
     messages.push_back(std::move(chunk));
   }
   if (output.finished) {

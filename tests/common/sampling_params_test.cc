@@ -32,6 +32,8 @@ TEST(TruncatePromptTest, KeepsTheLastTokens) {
   ASSERT_TRUE(TruncatePrompt(3, 100, &p).ok());
   EXPECT_EQ(p, (std::vector<TokenId>{3, 4, 5}));
   ASSERT_TRUE(TruncatePrompt(10, 100, &p).ok());  // shorter already: unchanged
+  EXPECT_EQ(TruncatePrompt(101, 100, &p).message(),
+            "truncate_prompt_tokens must be at most max_model_len (100), got 101");
   EXPECT_EQ(p, (std::vector<TokenId>{3, 4, 5}));
   p = {1, 2, 3, 4, 5};
   ASSERT_TRUE(TruncatePrompt(-1, 4, &p).ok());

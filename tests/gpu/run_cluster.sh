@@ -49,12 +49,9 @@ compare_scores() {  # run file, served file, tolerance
   python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
 run = json.loads(open(sys.argv[1]).readline())["prompt_logprobs"][1:]
-served = []
+served = []  # the first chunks' (several for a long prompt)
 for line in open(sys.argv[2]):
-    chunk = json.loads(line).get("chunk", {})
-    if chunk.get("prompt_logprobs"):
-        served = chunk["prompt_logprobs"]
-        break
+    served += json.loads(line).get("chunk", {}).get("prompt_logprobs", [])
 tol = float(sys.argv[3])
 worst = max((abs(a["logprob"] - b.get("logprob", 0.0)) for a, b in zip(run, served)), default=0.0)
 same_ids = [a["token_id"] for a in run] == [b.get("token_id", 0) for b in served]
@@ -70,6 +67,7 @@ want_scores="$(scores_of_run "$MODEL")" || failed+=("folio run --prompt-logprobs
 # MODEL_DIR (default the demo model) picks the model.
 serve_and_generate() {
   local log="$CLUSTER_DIR/serve.$RANDOM.log"
+  rm -f "$SERVED_SCORES"  # a serve that fails early must not leave the last one's
   "$B/folio" serve --model "${MODEL_DIR:-$MODEL}" --device "$DEVICE" --port 50551 --worker-base-port 50561 \
     --metrics-port 0 "$@" >"$log" 2>&1 &
   local serve=$!

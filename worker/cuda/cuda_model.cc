@@ -521,7 +521,7 @@ CudaStatus CudaModelRunner::LmHead(int32_t r) {
 }
 
 CudaStatus CudaModelRunner::CopyLogitsToHost(std::vector<float>* out) {
-  out->assign(size_t(logits_rows_) * size_t(dims_.vocab_size), 0.0f);
+  out->resize(size_t(logits_rows_) * size_t(dims_.vocab_size));  // all overwritten
   if (logits_rows_ > 0) {
     FOLIO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out->data(), logits_.data(),
                                                out->size() * sizeof(float),
