@@ -61,10 +61,6 @@ struct alignas(64) Request {
   // A recompute-preempted request resumes from the front of the queue.
   bool preempted = false;
   bool counted_cached_prompt = false;
-  // Prompt positions still need scoring (SamplingParams::prompt_logprobs):
-  // every one must be computed (no prefix-cache hits) and its logits scored.
-  // Set at admission for prompts of 2+ tokens, cleared once all are scored.
-  bool scores_prompt = false;
   int32_t num_preemptions = 0;
 
   RequestSpec spec;
@@ -75,6 +71,12 @@ struct alignas(64) Request {
   // 1..size() scored so far, handed whole to the request's first output.
   std::vector<SampledToken> prompt_logprobs;
   bool prompt_logprobs_sent = false;
+  // Prompt positions still need scoring: every one must be computed (no
+  // prefix-cache hits) and its logits scored. Set at admission for prompts
+  // of 2+ tokens, cleared once all are scored or the request ends. (The
+  // scheduler reads these fields only while some live request asked for
+  // prompt scores: Scheduler::num_prompt_logprob_requests_.)
+  bool scores_prompt = false;
 
   int32_t num_prompt_tokens() const { return static_cast<int32_t>(spec.prompt.size()); }
   SequencePtrs LiveSequences() const {

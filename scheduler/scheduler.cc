@@ -83,6 +83,7 @@ absl::Status Scheduler::AddRequest(RequestSpec spec) {
   request->spec = std::move(spec);
   Request* r = request.get();
   r->scores_prompt = r->spec.sampling.prompt_logprobs.has_value() && r->num_prompt_tokens() > 1;
+  num_prompt_logprob_requests_ += r->spec.sampling.prompt_logprobs.has_value() ? 1 : 0;
   // Token arrays growing by doubling as a sequence decodes cost a malloc,
   // a copy and a free in about one sequence step of twenty: size them once
   // for the longest the request can run (bounded, for huge max_tokens).
@@ -211,7 +212,7 @@ bool Scheduler::Commit(Request& r, const std::vector<int32_t>& counts, bool samp
     // Scores the prompt positions of this chunk not scored before (a
     // recomputed chunk may repeat some).
     const bool score =
-        r.scores_prompt &&
+        num_prompt_logprob_requests_ > 0 && r.scores_prompt &&
         std::min(seq.num_computed_tokens() + counts[i], r.num_prompt_tokens() - 1) >
             static_cast<int32_t>(r.prompt_logprobs.size());
     num_scoring_ += score ? 1 : 0;
@@ -587,6 +588,14 @@ absl::Status Scheduler::CheckInvariants() const {
         return absl::InternalError(absl::StrCat("waiting sequence ", seq->id(), " holds blocks"));
       }
     }
+  }
+  int32_t unsent_scores = 0;
+  for (const auto& [id, r] : requests_) {
+    unsent_scores += r->spec.sampling.prompt_logprobs.has_value() && !r->prompt_logprobs_sent;
+  }
+  if (unsent_scores != num_prompt_logprob_requests_) {
+    return absl::InternalError(absl::StrCat(unsent_scores, " requests await prompt scores but ",
+                                            num_prompt_logprob_requests_, " are counted"));
   }
   return absl::OkStatus();
 }

@@ -155,7 +155,7 @@ class Scheduler {
   // Stores this step's scored prompt tokens in their requests.
   absl::Status ApplyPromptLogprobs(const StepResult& result);
   // Moves a completely scored prompt into the request's first output.
-  static void AttachPromptLogprobs(Request& r, RequestOutput& out);
+  void AttachPromptLogprobs(Request& r, RequestOutput& out);
   std::unique_ptr<Sequence> ForkSequence(Request& r, const Sequence& parent);
 
   std::vector<const Sequence*> AllLiveSequences() const;
@@ -174,6 +174,9 @@ class Scheduler {
   std::vector<Scheduled> scheduled_;  // this step's work, in plan order
   size_t last_num_scheduled_ = 0;     // sizes the next plan
   int32_t num_scoring_ = 0;  // of scheduled_, the entries that score prompt tokens
+  // Live requests that asked for prompt_logprobs and have not had them
+  // sent: while 0, no step reads a request's prompt-scoring fields.
+  int32_t num_prompt_logprob_requests_ = 0;
   std::vector<SampledSequence> sampled_;  // Update()'s scratch, reused
   std::vector<SequenceId> pending_finished_ids_;  // for the next plan
   std::vector<RequestOutput> pending_outputs_;    // finished outside a step

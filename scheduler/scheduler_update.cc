@@ -120,7 +120,7 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::Update(const StepResult& r
     if (r->seqs.empty()) {
       FinishRequest(*r, FinishReason::kNone, "", out);
     } else if (!out.sequences.empty()) {
-      AttachPromptLogprobs(*r, out);
+      if (num_prompt_logprob_requests_ > 0) AttachPromptLogprobs(*r, out);
       FillUsage(*r, out);
     } else {
       outputs.pop_back();
@@ -353,6 +353,9 @@ void Scheduler::FinishRequest(Request& r, FinishReason reason, std::string error
   out.finished = true;
   out.error = std::move(error);
   AttachPromptLogprobs(r, out);
+  if (r.spec.sampling.prompt_logprobs.has_value() && !r.prompt_logprobs_sent) {
+    --num_prompt_logprob_requests_;  // ended before its prompt was scored
+  }
   FillUsage(r, out);
   requests_.erase(r.spec.id);  // destroys r
 }
@@ -473,6 +476,7 @@ void Scheduler::AttachPromptLogprobs(Request& r, RequestOutput& out) {
       std::make_shared<const std::vector<SampledToken>>(std::move(r.prompt_logprobs));
   r.prompt_logprobs.clear();
   r.prompt_logprobs_sent = true;
+  --num_prompt_logprob_requests_;
 }
 
 void Scheduler::FillUsage(const Request& r, RequestOutput& out) const {
