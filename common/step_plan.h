@@ -54,12 +54,13 @@ struct ScheduledSequence {
   int32_t start_position = 0;
   absl::InlinedVector<TokenId, 2> token_ids;
   SampleMode sample_mode = SampleMode::kNone;
-  int32_t num_samples = 0;
   // Score the prompt tokens this chunk predicts: rank 0 returns a
   // PromptLogprobs entry with, for every position p of the chunk with
   // p + 1 < the prompt's length, prompt token p + 1's log-prob and the
-  // sampling.prompt_logprobs most likely tokens at p.
+  // sampling.prompt_logprobs most likely tokens at p. (Next to sample_mode:
+  // in its padding, so plans do not grow.)
   bool prompt_logprobs = false;
+  int32_t num_samples = 0;
 };
 
 // Copy whole blocks, all layers, K and V. For swaps src and dst are in

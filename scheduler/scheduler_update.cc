@@ -44,7 +44,9 @@ absl::StatusOr<std::vector<RequestOutput>> Scheduler::Update(const StepResult& r
   awaiting_update_ = false;
   // Before the samples: the step that samples a prompt's first token may
   // also score its last positions, and that step's output carries the scores.
-  if (absl::Status s = ApplyPromptLogprobs(result); !s.ok()) return s;
+  if (num_scoring_ > 0 || !result.prompt_logprobs.empty()) {
+    if (absl::Status s = ApplyPromptLogprobs(result); !s.ok()) return s;
+  }
   // Resolve every sampled sequence's samples before changing anything. Rank 0
   // answers in plan order, so the lookup is a cursor; a map only if not.
   sampled_.clear();
@@ -419,7 +421,6 @@ void Scheduler::AppendRanked(Request& r, RequestOutput& out) {
 }
 
 absl::Status Scheduler::ApplyPromptLogprobs(const StepResult& result) {
-  if (num_scoring_ == 0 && result.prompt_logprobs.empty()) return absl::OkStatus();
   size_t next = 0;
   for (const Scheduled& s : scheduled_) {
     if (!s.prompt_logprobs) continue;

@@ -81,9 +81,9 @@ StepPlan FullPlan() {
   plan.new_sequences.push_back(n2);
   plan.cached_sequences.push_back({5, 2, {20, 21}, 33});
   plan.cached_sequences.push_back({6, 0, {}, 0});
-  ScheduledSequence s1{7, 4, {5, 6, 7}, SampleMode::kSample, 3};
-  ScheduledSequence s2{5, 33, {42}, SampleMode::kBeamCandidates, 8};
-  ScheduledSequence s3{8, 0, {1, 2}, SampleMode::kNone, 0, /*prompt_logprobs=*/true};
+  ScheduledSequence s1{7, 4, {5, 6, 7}, SampleMode::kSample, /*prompt_logprobs=*/false, 3};
+  ScheduledSequence s2{5, 33, {42}, SampleMode::kBeamCandidates, /*prompt_logprobs=*/false, 8};
+  ScheduledSequence s3{8, 0, {1, 2}, SampleMode::kNone, /*prompt_logprobs=*/true, 0};
   plan.scheduled = {s1, s2, s3};
   plan.swap_out = {{1, 2}, {3, 4}};
   plan.swap_in = {{5, 6}};
