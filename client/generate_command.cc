@@ -7,6 +7,7 @@
 // `authorization: Bearer <key>`; --tls-ca FILE (or --tls for the system's
 // roots) speaks TLS; --tls-client-cert/--tls-client-key for mutual TLS.
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -142,9 +143,11 @@ int GenerateMain(int argc, char** argv) {
   }
   if (!request_id.empty()) request.set_request_id(request_id);
   v1::SamplingParams* sp = request.mutable_sampling_params();
-  // Counts the server takes as uint32: refuse what would wrap or go negative.
-  for (const auto& [name, value] : {std::pair{"--max-tokens", max_tokens},
-                                    std::pair{"--min-tokens", min_tokens}}) {
+  // Counts the server takes as uint32: refuse what would wrap or go negative
+  // (a negative --prompt-logprobs means none).
+  for (const auto& [name, value] :
+       {std::pair{"--max-tokens", max_tokens}, std::pair{"--min-tokens", min_tokens},
+        std::pair{"--prompt-logprobs", std::max<int64_t>(prompt_logprobs, 0)}}) {
     if (value < 0 || value > UINT32_MAX) {
       std::fprintf(stderr, "folio generate: %s must be in [0, %u], got %lld\n", name, UINT32_MAX,
                    static_cast<long long>(value));
@@ -189,14 +192,7 @@ int GenerateMain(int argc, char** argv) {
   sp->set_include_stop_str_in_output(include_stop);
   if (!skip_special_tokens) sp->set_skip_special_tokens(false);
   if (logprobs >= 0) sp->set_logprobs(static_cast<uint32_t>(logprobs));
-  if (prompt_logprobs >= 0) {
-    if (prompt_logprobs > UINT32_MAX) {
-      std::fprintf(stderr, "folio generate: --prompt-logprobs %lld is too large\n",
-                   static_cast<long long>(prompt_logprobs));
-      return 2;
-    }
-    sp->set_prompt_logprobs(static_cast<uint32_t>(prompt_logprobs));
-  }
+  if (prompt_logprobs >= 0) sp->set_prompt_logprobs(static_cast<uint32_t>(prompt_logprobs));
   sp->set_priority(static_cast<int32_t>(priority));
   if (flags.IsSet("truncate-prompt-tokens")) {
     if (truncate_prompt_tokens < INT32_MIN || truncate_prompt_tokens > INT32_MAX) {

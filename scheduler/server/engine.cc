@@ -356,13 +356,7 @@ std::vector<TokenId> Engine::Tokenize(const std::string& text, bool add_special_
 
 absl::StatusOr<std::string> Engine::Detokenize(std::span<const TokenId> ids,
                                                bool skip_special_tokens) const {
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= limits_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("token_ids[", i, "] is ", ids[i],
-                                                     ", outside the vocabulary [0, ",
-                                                     limits_.vocab_size, ")"));
-    }
-  }
+  if (absl::Status s = CheckTokenIds(ids, limits_.vocab_size, "token_ids"); !s.ok()) return s;
   return tokenizer_->Decode(ids, skip_special_tokens);
 }
 

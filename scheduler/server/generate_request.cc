@@ -6,6 +6,11 @@
 namespace folio {
 namespace {
 
+// A repeated proto field of token ids, as a span.
+std::span<const TokenId> Ids(const google::protobuf::RepeatedField<int32_t>& ids) {
+  return {ids.data(), static_cast<size_t>(ids.size())};
+}
+
 absl::Status Invalid(const std::string& field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", what));
 }
@@ -48,21 +53,16 @@ absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in,
                              std::pair{"beam_width", in.beam_width()}}) {
     if (value > 4096) return Invalid(absl::StrCat("sampling_params.", name), absl::StrCat("is too large: ", value));
   }
-  if (in.has_logprobs()) {
-    if (in.logprobs() > static_cast<uint32_t>(kMaxLogprobs)) {  // before it can wrap
-      return Invalid("sampling_params.logprobs",
-                     absl::StrCat("must be in [0, ", kMaxLogprobs, "], got ", in.logprobs()));
+  // Top-alternative counts, named before a large one can wrap.
+  for (auto [name, value] : {std::pair{"logprobs", in.logprobs()},
+                             std::pair{"prompt_logprobs", in.prompt_logprobs()}}) {
+    if (value > static_cast<uint32_t>(kMaxLogprobs)) {
+      return Invalid(absl::StrCat("sampling_params.", name),
+                     absl::StrCat("must be in [0, ", kMaxLogprobs, "], got ", value));
     }
-    p.logprobs = static_cast<int32_t>(in.logprobs());
   }
-  if (in.has_prompt_logprobs()) {
-    if (in.prompt_logprobs() > static_cast<uint32_t>(kMaxLogprobs)) {  // before it can wrap
-      return Invalid("sampling_params.prompt_logprobs",
-                     absl::StrCat("must be in [0, ", kMaxLogprobs, "], got ",
-                                  in.prompt_logprobs()));
-    }
-    p.prompt_logprobs = static_cast<int32_t>(in.prompt_logprobs());
-  }
+  if (in.has_logprobs()) p.logprobs = static_cast<int32_t>(in.logprobs());
+  if (in.has_prompt_logprobs()) p.prompt_logprobs = static_cast<int32_t>(in.prompt_logprobs());
   if (absl::Status s = ValidateSamplingParams(p); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling_params.", s.message()));
   }
@@ -70,6 +70,17 @@ absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in,
 }
 
 }  // namespace
+
+absl::Status CheckTokenIds(std::span<const TokenId> ids, int32_t vocab_size,
+                           std::string_view field) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return Invalid(absl::StrCat(std::string(field), "[", i, "]"),
+                     absl::StrCat("is ", ids[i], ", outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& request,
                                                    const Tokenizer& tokenizer,
@@ -89,12 +100,8 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
     case v1::GenerateRequest::kTokenIds: {
       const auto& ids = request.token_ids().ids();
       if (ids.empty()) return Invalid("token_ids.ids", "must not be empty");
-      for (int i = 0; i < ids.size(); ++i) {
-        if (ids[i] < 0 || ids[i] >= limits.vocab_size) {
-          return Invalid(absl::StrCat("token_ids.ids[", i, "]"),
-                         absl::StrCat("is ", ids[i], ", outside the vocabulary [0, ",
-                                      limits.vocab_size, ")"));
-        }
+      if (absl::Status s = CheckTokenIds(Ids(ids), limits.vocab_size, "token_ids.ids"); !s.ok()) {
+        return s;
       }
       out.spec.prompt.assign(ids.begin(), ids.end());
       break;
@@ -120,12 +127,10 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
   const v1::SamplingParams& sp = request.sampling_params();
   absl::StatusOr<SamplingParams> sampling = ConvertSampling(sp, limits.sampling_defaults);
   if (!sampling.ok()) return sampling.status();
-  for (int i = 0; i < sp.stop_token_ids_size(); ++i) {
-    if (sp.stop_token_ids(i) >= limits.vocab_size) {
-      return Invalid(absl::StrCat("sampling_params.stop_token_ids[", i, "]"),
-                     absl::StrCat("is ", sp.stop_token_ids(i), ", outside the vocabulary [0, ",
-                                  limits.vocab_size, ")"));
-    }
+  if (absl::Status s = CheckTokenIds(Ids(sp.stop_token_ids()), limits.vocab_size,
+                                     "sampling_params.stop_token_ids");
+      !s.ok()) {
+    return s;
   }
   for (const TokenBias& b : sampling->logit_bias) {
     if (b.token >= limits.vocab_size) {

@@ -2,7 +2,9 @@
 #define FOLIO_SCHEDULER_SERVER_GENERATE_REQUEST_H_
 
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,6 +39,11 @@ struct ParsedRequest {
   std::optional<int32_t> logprobs;   // unset: no log-probs in the stream
   std::optional<std::string> request_id;  // the client's, when given
 };
+
+// OK when every id is in [0, vocab_size); else INVALID_ARGUMENT naming the
+// first other one, "FIELD[i] is ID, outside the vocabulary [0, vocab_size)".
+absl::Status CheckTokenIds(std::span<const TokenId> ids, int32_t vocab_size,
+                           std::string_view field);
 
 // Validates and converts, filling unset fields from limits.sampling_defaults,
 // then vLLM's defaults.
