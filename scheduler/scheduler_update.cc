@@ -469,10 +469,11 @@ absl::Status Scheduler::ApplyPromptLogprobs(const StepResult& result) {
 }
 
 void Scheduler::AttachPromptLogprobs(Request& r, RequestOutput& out) {
-  if (!r.spec.sampling.prompt_logprobs.has_value() || r.prompt_logprobs_sent) return;
   // Only a complete scoring (a request ended before its prompt was computed
   // has none to give).
-  if (r.prompt_logprobs.size() + 1 < r.spec.prompt.size()) return;
+  if (!r.spec.sampling.prompt_logprobs.has_value() || r.prompt_logprobs_sent || r.scores_prompt) {
+    return;
+  }
   out.prompt_logprobs =
       std::make_shared<const std::vector<SampledToken>>(std::move(r.prompt_logprobs));
   r.prompt_logprobs.clear();
