@@ -388,13 +388,17 @@ CudaStatus CudaModelRunner::Forward(const CudaForwardBatch& b, CudaKvCache& cach
   FOLIO_CUDA_RETURN_IF_ERROR(
       kg::FusedAddRmsNorm(y, residual_.data(), final_norm_.data(), n, d, dims_.rms_eps, st),
       "FusedAddRmsNorm (final)");
-  const int32_t r = static_cast<int32_t>(b.logits_rows.size());
-  const auto* rows = reinterpret_cast<const int32_t*>(staging_device_.data() + staged_.rows);
-  FOLIO_CUDA_RETURN_IF_ERROR(GatherRows(y, d, rows, r, rows_.data(), st), "GatherRows");
-  FOLIO_RETURN_IF_NOT_OK(LmHead(r));
-  logits_rows_ = coll_->rank() == 0 ? r : 0;
   final_hidden_ = y;
   final_rows_ = n;
+  const auto* rows = reinterpret_cast<const int32_t*>(staging_device_.data() + staged_.rows);
+  return LogitsOfRows(rows, static_cast<int32_t>(b.logits_rows.size()));
+}
+
+CudaStatus CudaModelRunner::LogitsOfRows(const int32_t* rows, int32_t r) {
+  FOLIO_CUDA_RETURN_IF_ERROR(
+      GatherRows(final_hidden_, dims_.hidden, rows, r, rows_.data(), stream_.get()), "GatherRows");
+  FOLIO_RETURN_IF_NOT_OK(LmHead(r));
+  logits_rows_ = coll_->rank() == 0 ? r : 0;
   return CudaStatus::Ok();
 }
 
@@ -417,17 +421,11 @@ CudaStatus CudaModelRunner::RowLogits(std::span<const int32_t> rows) {
     }
   }
   if (r == 0) return CudaStatus::Ok();
-  const cudaStream_t st = stream_.get();
   // From pageable memory: the copy is staged before the call returns.
   FOLIO_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scored_rows_.data(), rows.data(), rows.size_bytes(),
-                                             cudaMemcpyHostToDevice, st),
+                                             cudaMemcpyHostToDevice, stream_.get()),
                              "cudaMemcpyAsync (scored rows)");
-  FOLIO_CUDA_RETURN_IF_ERROR(
-      GatherRows(final_hidden_, dims_.hidden, scored_rows_.data(), r, rows_.data(), st),
-      "GatherRows");
-  FOLIO_RETURN_IF_NOT_OK(LmHead(r));
-  logits_rows_ = coll_->rank() == 0 ? r : 0;
-  return CudaStatus::Ok();
+  return LogitsOfRows(scored_rows_.data(), r);
 }
 
 CudaStatus CudaModelRunner::Attention(int32_t layer, const CudaForwardBatch& b,

@@ -152,6 +152,8 @@ class CudaModelRunner {
                        const float* x, float* y);
   CudaStatus Mlp(int32_t layer, int32_t n, const float* x, float* y);
   CudaStatus LmHead(int32_t r);
+  // The logits of `r` rows (device indices) of final_hidden_: gather, LM head.
+  CudaStatus LogitsOfRows(const int32_t* rows, int32_t r);
   CudaStatus AllReduce(float* data, int64_t count);
 
   // Const after Create.
