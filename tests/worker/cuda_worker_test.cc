@@ -182,22 +182,9 @@ TEST_F(CudaWorkerTest, PromptScoresEqualTheCpuWorkers) {
   absl::StatusOr<std::unique_ptr<CudaWorker>> gpu = CudaWorker::Create(go);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
-  StepPlan plan;
-  NewSequenceData n;
-  n.seq_id = 1;
-  n.request_id = 2;
-  for (int32_t t = 0; t < kLen; ++t) n.prompt_token_ids.push_back((t * 37 + 11) % 2000);
-  for (int32_t b = 0; b < kBlocks; ++b) n.block_ids.push_back(b);
-  n.sampling.temperature = 0.0f;
-  n.sampling.prompt_logprobs = 2;
-  plan.new_sequences.push_back(n);
-  ScheduledSequence& w = plan.scheduled.emplace_back();
-  w.seq_id = 1;
-  w.token_ids.assign(n.prompt_token_ids.begin(), n.prompt_token_ids.end());
-  w.sample_mode = SampleMode::kSample;
-  w.num_samples = 1;
-  w.prompt_logprobs = true;
-  plan.num_scheduled_tokens = kLen;
+  std::vector<TokenId> prompt;
+  for (int32_t t = 0; t < kLen; ++t) prompt.push_back((t * 37 + 11) % 2000);
+  const StepPlan plan = testing::WholePromptScoringPlan(prompt, kBlocks, /*top=*/2);
 
   absl::StatusOr<StepResult> want = (*cpu)->Execute(plan);
   absl::StatusOr<StepResult> got = (*gpu)->Execute(plan);
@@ -210,7 +197,7 @@ TEST_F(CudaWorkerTest, PromptScoresEqualTheCpuWorkers) {
   ASSERT_EQ(g.size(), static_cast<size_t>(kLen - 1));
   ASSERT_EQ(c.size(), g.size());
   for (size_t p = 0; p < g.size(); ++p) {
-    EXPECT_EQ(g[p].token_id, n.prompt_token_ids[p + 1]);
+    EXPECT_EQ(g[p].token_id, prompt[p + 1]);
     EXPECT_NEAR(g[p].logprob, c[p].logprob, 1e-3) << "prompt token " << p + 1;
     ASSERT_EQ(g[p].top_logprobs.size(), 2u);
     EXPECT_NEAR(g[p].top_logprobs[0].logprob, c[p].top_logprobs[0].logprob, 1e-3);

@@ -126,22 +126,10 @@ std::vector<PromptLogprobs> ScorePromptOnRanks(const std::string& dir, int world
     workers[r] = std::move(*w);
   }
   const int32_t vocab = workers[0]->config().vocab_size;
-  NewSequenceData n;
-  n.seq_id = 1;
-  n.request_id = 1;
-  for (int32_t t = 0; t < kLen; ++t) n.prompt_token_ids.push_back((t * 53 + 7) % vocab);
-  for (int32_t b = 0; b < kBlocks; ++b) n.block_ids.push_back(b);
-  n.sampling.temperature = 0.0f;
-  n.sampling.prompt_logprobs = 3;
-  StepPlan plan;
-  plan.new_sequences.push_back(n);
-  ScheduledSequence& work = plan.scheduled.emplace_back();
-  work.seq_id = 1;
-  work.token_ids.assign(n.prompt_token_ids.begin(), n.prompt_token_ids.end());
-  work.sample_mode = SampleMode::kSample;
-  work.num_samples = 1;
-  work.prompt_logprobs = true;
-  plan.num_scheduled_tokens = kLen;
+  std::vector<TokenId> prompt;
+  for (int32_t t = 0; t < kLen; ++t) prompt.push_back((t * 53 + 7) % vocab);
+  const StepPlan plan = testing::WholePromptScoringPlan(prompt, kBlocks, /*top=*/3);
+  const NewSequenceData& n = plan.new_sequences[0];
   std::vector<absl::StatusOr<StepResult>> results(world, absl::UnknownError("not run"));
   OnRanks(world, [&](int r) { results[r] = workers[r]->Execute(plan); });
   for (int r = 0; r < world; ++r) {

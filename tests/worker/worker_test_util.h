@@ -100,6 +100,29 @@ inline std::vector<Prompt> MixedPrompts(int32_t vocab, int count, uint32_t seed)
   return prompts;
 }
 
+// One plan computing `prompt` whole as a new sequence 1 (blocks 0, 1, ... in
+// order), greedy: it samples the first token and scores the prompt with
+// `top` alternatives a token (prompt_logprobs).
+inline StepPlan WholePromptScoringPlan(const std::vector<TokenId>& prompt, int32_t num_blocks,
+                                       int32_t top) {
+  StepPlan plan;
+  NewSequenceData& n = plan.new_sequences.emplace_back();
+  n.seq_id = 1;
+  n.request_id = 1;
+  n.prompt_token_ids = prompt;
+  for (int32_t b = 0; b < num_blocks; ++b) n.block_ids.push_back(b);
+  n.sampling.temperature = 0.0f;
+  n.sampling.prompt_logprobs = top;
+  ScheduledSequence& work = plan.scheduled.emplace_back();
+  work.seq_id = 1;
+  work.token_ids.assign(prompt.begin(), prompt.end());
+  work.sample_mode = SampleMode::kSample;
+  work.num_samples = 1;
+  work.prompt_logprobs = true;
+  plan.num_scheduled_tokens = static_cast<int32_t>(prompt.size());
+  return plan;
+}
+
 }  // namespace folio::testing
 
 #endif  // FOLIO_TESTS_WORKER_WORKER_TEST_UTIL_H_
