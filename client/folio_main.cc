@@ -281,10 +281,10 @@ int Run(int argc, char** argv) {
       };
       nlohmann::json j;
       j["prompt_token_ids"] = r.prompt_token_ids;
-      if (r.has_prompt_logprobs) {
+      if (r.prompt_logprobs.has_value()) {
         // vLLM's shape: null for the first prompt token, then one entry each.
         nlohmann::json scored = nlohmann::json::array({nullptr});
-        for (const SampledToken& t : r.prompt_logprobs) {
+        for (const SampledToken& t : *r.prompt_logprobs) {
           scored.push_back({{"token_id", t.token_id},
                             {"logprob", t.logprob},
                             {"text", token_text(t.token_id)},
@@ -317,8 +317,10 @@ int Run(int argc, char** argv) {
     }
     if (!r.error.empty()) std::printf("[request %zu failed: %s]\n", i, r.error.c_str());
     // Without --json the prompt's scores go to stderr, as folio generate does.
-    for (const SampledToken& t : r.prompt_logprobs) {
-      std::fprintf(stderr, "[prompt token %d: logprob %.6g]\n", t.token_id, t.logprob);
+    if (r.prompt_logprobs.has_value()) {
+      for (const SampledToken& t : *r.prompt_logprobs) {
+        std::fprintf(stderr, "[prompt token %d: logprob %.6g]\n", t.token_id, t.logprob);
+      }
     }
     for (const OfflineEngine::Sequence& s : r.sequences) {
       if (r.sequences.size() > 1) std::printf("--- %d (%s)\n", s.index, FinishReasonName(s.finish_reason));

@@ -114,10 +114,7 @@ absl::StatusOr<std::vector<OfflineEngine::Result>> OfflineEngine::Generate(
       Result& r = results[slot.at(out.request_id)];
       r.num_cached_prompt_tokens = out.num_cached_prompt_tokens;
       if (!out.error.empty()) r.error = out.error;
-      if (out.prompt_logprobs != nullptr) {
-        r.has_prompt_logprobs = true;
-        r.prompt_logprobs = *out.prompt_logprobs;
-      }
+      if (out.prompt_logprobs != nullptr) r.prompt_logprobs = *out.prompt_logprobs;
       for (const SequenceOutput& delta : out.sequences) {
         if (r.sequences.size() <= static_cast<size_t>(delta.index)) r.sequences.resize(delta.index + 1);
         Sequence& seq = r.sequences[delta.index];

@@ -66,8 +66,7 @@ class OfflineEngine {
     std::string error;  // set when the request could not be served
     // With sampling.prompt_logprobs: prompt tokens 1..P-1, each with its
     // log-prob given those before it and the most likely tokens there.
-    bool has_prompt_logprobs = false;
-    std::vector<SampledToken> prompt_logprobs;
+    std::optional<std::vector<SampledToken>> prompt_logprobs;
   };
 
   static absl::StatusOr<std::unique_ptr<OfflineEngine>> Create(const Options& options);

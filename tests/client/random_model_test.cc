@@ -129,18 +129,19 @@ TEST_P(RandomModelTest, GreedyTokensAndLogprobsMatchTheTorchReference) {
     }
     // Prompt scoring against the reference's one forward pass over the prompt.
     if (!requests[i].sampling.prompt_logprobs.has_value()) {
-      EXPECT_FALSE(r.has_prompt_logprobs);
+      EXPECT_FALSE(r.prompt_logprobs.has_value());
       continue;
     }
-    ASSERT_TRUE(r.has_prompt_logprobs);
+    ASSERT_TRUE(r.prompt_logprobs.has_value());
+    const std::vector<SampledToken>& got = *r.prompt_logprobs;
     const nlohmann::json& scored = rc.at("prompt_logprobs");
-    ASSERT_EQ(r.prompt_logprobs.size(), scored.size());
-    ASSERT_EQ(r.prompt_logprobs.size() + 1, requests[i].prompt_token_ids->size());
+    ASSERT_EQ(got.size(), scored.size());
+    ASSERT_EQ(got.size() + 1, requests[i].prompt_token_ids->size());
     for (size_t t = 0; t < scored.size(); ++t) {
       SCOPED_TRACE(::testing::Message() << "prompt token " << t + 1);
-      EXPECT_EQ(r.prompt_logprobs[t].token_id, scored[t].at("token_id").get<TokenId>());
-      EXPECT_NEAR(r.prompt_logprobs[t].logprob, scored[t].at("logprob").get<double>(), tol);
-      ExpectTopLogprobs(r.prompt_logprobs[t].top_logprobs, scored[t].at("top_logprobs"), tol);
+      EXPECT_EQ(got[t].token_id, scored[t].at("token_id").get<TokenId>());
+      EXPECT_NEAR(got[t].logprob, scored[t].at("logprob").get<double>(), tol);
+      ExpectTopLogprobs(got[t].top_logprobs, scored[t].at("top_logprobs"), tol);
     }
   }
 }
