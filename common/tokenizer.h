@@ -88,8 +88,8 @@ class Tokenizer {
   std::vector<TokenId> EncodePrompt(std::string_view text, bool add_special_tokens = true) const;
 
   // Text of `ids`: token bytes concatenated, invalid UTF-8 replaced by U+FFFD.
-  // Ids outside the vocabulary are skipped; special tokens are skipped when
-  // skip_special_tokens is set.
+  // Ids outside the vocabulary are skipped; special tokens (IsSpecial) are
+  // skipped when skip_special_tokens is set.
   std::string Decode(std::span<const TokenId> ids, bool skip_special_tokens = true) const;
 
   // The pre-tokens (raw bytes) of a text without added tokens: the
@@ -111,7 +111,11 @@ class Tokenizer {
   // FindToken because a member named TokenId would hide the type.)
   std::optional<TokenId> FindToken(std::string_view token) const;
 
-  // True for added tokens marked "special": true.
+  // True for the tokens skip_special_tokens leaves out: added tokens whose
+  // decoded spelling (the content, normalized for "normalized": true ones) is
+  // the content of one marked "special": true, as tokenizers (0.23) decides.
+  // So a special "normalized" token that the normalizer changes is not
+  // (Llama 2's Prepend spells "<N>" as "▁<N>": it decodes as " <N>").
   bool IsSpecial(TokenId id) const { return id >= 0 && id < vocab_size() && tokens_[id].special; }
   // True for a SentencePiece byte-fallback token ("<0xAB>") that decodes as
   // its byte: a run of them decodes as a whole (see Decode).
@@ -130,7 +134,7 @@ class Tokenizer {
  private:
   struct TokenInfo {
     std::string bytes;  // empty for ids that are neither vocab nor added tokens
-    bool special = false;
+    bool special = false;        // IsSpecial
     bool byte_fallback = false;  // "<0xAB>", decoded as its byte
   };
   struct AddedToken {

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/byte_level.h"
@@ -405,6 +406,8 @@ class Tokenizer::Loader {
   absl::Status LoadAddedTokens(const json& list) {
     if (list.is_null()) return absl::OkStatus();
     if (!list.is_array()) return Invalid("added_tokens", "expected an array");
+    absl::flat_hash_set<std::string> special_contents;
+    std::vector<std::pair<TokenId, std::string>> decoded_as;  // each token's decoded spelling
     for (size_t i = 0; i < list.size(); ++i) {
       const json& a = list[i];
       const std::string field = absl::StrCat("added_tokens[", i, "]");
@@ -423,13 +426,20 @@ class Tokenizer::Loader {
       std::string pattern =
           normalized && !t_->normalizers_.empty() ? Normalize(content, t_->normalizers_) : content;
       DecodeAddedToken(pattern, &t_->tokens_[tid]);
-      t_->tokens_[tid].special = a.value("special", false);
+      if (a.value("special", false)) special_contents.insert(content);
+      decoded_as.emplace_back(tid, pattern);
       t_->added_by_content_.try_emplace(content, tid);
       if (pattern.empty()) continue;  // a normalizer erased it: nothing to match
       AddedTokenSet& set = normalized ? t_->normalized_added_ : t_->raw_added_;
       set.tokens.push_back({std::move(content), std::move(pattern), tid,
                             a.value("single_word", false), a.value("lstrip", false),
                             a.value("rstrip", false)});
+    }
+    // skip_special_tokens drops a token when the spelling it decodes from is a
+    // special token's content, as tokenizers (0.23) tests it: a special token
+    // the normalizer changes (Llama 2's Prepend makes "<N>" "▁<N>") stays in.
+    for (const auto& [tid, spelling] : decoded_as) {
+      t_->tokens_[tid].special = special_contents.contains(spelling);
     }
     for (AddedTokenSet* set : {&t_->raw_added_, &t_->normalized_added_}) {
       std::stable_sort(set->tokens.begin(), set->tokens.end(),

@@ -203,6 +203,8 @@ class SpmAddedTokenTest : public ::testing::TestWithParam<int> {
     add(801, "<R>", /*normalized=*/false, /*special=*/false);
     add(802, "\xE2\x96\x81<SP>", /*normalized=*/false, /*special=*/false);  // "▁<SP>"
     add(803, "<S>", /*normalized=*/true, /*special=*/true);
+    add(804, "\xE2\x96\x81<A>", /*normalized=*/false, /*special=*/true);  // "▁<A>"
+    add(805, "<A>", /*normalized=*/true, /*special=*/true);
     const std::string path =
         ::testing::TempDir() + "/" + kLayouts[GetParam()] + "_added_tokenizer.json";
     std::ofstream(path) << j.dump();
@@ -251,13 +253,39 @@ TEST_P(SpmAddedTokenTest, AddedTokensDecodeThroughTheDecoder) {
   EXPECT_EQ(t.Decode({{1, 802, 262}}, /*skip_special_tokens=*/false), "<s> <SP> a");
   EXPECT_EQ(t.Decode({{1, 802, 262}}), "<SP> a");
   EXPECT_EQ(t.Decode({{801, 262}}), "<R> a");
-  // (tokenizers 0.23.2 does not skip the special "<S>" under the legacy
-  // normalizer: it looks its normalized "▁<S>" up among the special tokens.)
-  EXPECT_EQ(t.Decode({{262, 803, 273}}), "a b");
   // Streamed: the same text in context.
   EXPECT_EQ(IncrementalDetokenizer::Text(t, normalized),
             Of<Text>(" a <N> b", " a<N> b", " a<N> b"));
   EXPECT_EQ(IncrementalDetokenizer::Text(t, spaced), " a <SP> b");
+}
+
+// skip_special_tokens leaves out a token whose decoded spelling is a special
+// token's content (tokenizers looks it up by that spelling). The legacy
+// normalizer spells the special, "normalized" token "<S>" as "▁<S>", which is
+// no special token's content: it stays, and keeps the byte-fallback tokens
+// around it apart. "<A>" becomes "▁<A>", a special token's content: it goes.
+TEST_P(SpmAddedTokenTest, SpecialTokensAreSkippedByTheSpellingTheyDecodeFrom) {
+  using Text = std::string;
+  const Tokenizer& t = *tokenizer_;
+  EXPECT_EQ(t.IsSpecial(803), GetParam() != 0);
+  EXPECT_TRUE(t.IsSpecial(804));
+  EXPECT_TRUE(t.IsSpecial(805));
+  const std::vector<TokenId> special = {262, 803, 273};
+  EXPECT_EQ(t.Decode(special), Of<Text>("a <S> b", "a b", "a b"));
+  EXPECT_EQ(t.Decode(special, /*skip_special_tokens=*/false),
+            Of<Text>("a <S> b", "a<S> b", "a<S> b"));
+  // "<0x45>" ("E") and "<0xC6>" (a lone lead byte): one run when "<S>" goes.
+  const std::vector<TokenId> between_bytes = {72, 803, 201};
+  EXPECT_EQ(t.Decode(between_bytes),
+            Of<Text>("E <S>\xEF\xBF\xBD", "\xEF\xBF\xBD\xEF\xBF\xBD",
+                     "\xEF\xBF\xBD\xEF\xBF\xBD"));
+  EXPECT_EQ(t.Decode({{1, 803, 2}}), Of<Text>("<S>", "", ""));
+  EXPECT_EQ(t.Decode({{262, 805, 273, 804}}), "a b");
+  EXPECT_EQ(t.Decode({{262, 805, 273, 804}}, /*skip_special_tokens=*/false),
+            Of<Text>("a <A> b <A>", "a<A> b <A>", "a<A> b <A>"));
+  // Streamed: the same tokens left out.
+  EXPECT_EQ(IncrementalDetokenizer::Text(t, special), Of<Text>(" a <S> b", " a b", " a b"));
+  EXPECT_EQ(IncrementalDetokenizer::Text(t, between_bytes), t.Decode(between_bytes));
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SpmAddedTokenTest, ::testing::Values(0, 1, 2));

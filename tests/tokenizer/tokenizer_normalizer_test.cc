@@ -5,6 +5,7 @@
 // this file (once the decoder has the trim_offsets field it insists on).
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/incremental_detokenizer.h"
@@ -94,6 +95,32 @@ TEST(NfcNormalizerTest, AddedTokensDecodeThroughTheDecoder) {
   auto none = testing_util::LoadJson(QwenStyleJson(nullptr));
   ASSERT_NE(none, nullptr);
   EXPECT_EQ(none->Decode(ids), " hi <SP>\xEF\xBF\xBD<W>[e\xCC\x81]<e\xCC\x81>");
+}
+
+// skip_special_tokens leaves out a special token by the spelling it decodes
+// from: a "normalized" one whose content NFC changes ("{e" U+0301 "}" is
+// "{é}") is no special token's content then, so it stays; one NFC leaves
+// alone ("<N>") goes, as does any special token without a normalizer.
+TEST(NfcNormalizerTest, SpecialTokensTheNormalizerChangesAreNotSkipped) {
+  json j = QwenStyleJson({{"type", "NFC"}});
+  for (auto [id, content] : {std::pair{265, "{e\xCC\x81}"}, std::pair{266, "<N>"}}) {
+    json token = AddedToken(id, content);
+    token["normalized"] = true;
+    j["added_tokens"].push_back(token);
+  }
+  auto t = testing_util::LoadJson(j);
+  ASSERT_NE(t, nullptr);
+  EXPECT_FALSE(t->IsSpecial(265));
+  EXPECT_TRUE(t->IsSpecial(266));
+  const std::vector<TokenId> ids = {'a', 265, 'b', 266, 'c', 259};
+  EXPECT_EQ(t->Decode(ids), "a{\xEF\xBF\xBD}bc");
+  EXPECT_EQ(t->Decode(ids, /*skip_special_tokens=*/false), "a{\xEF\xBF\xBD}b<N>c<|im_start|>");
+  EXPECT_EQ(IncrementalDetokenizer::Text(*t, ids), t->Decode(ids));
+  j["normalizer"] = nullptr;
+  auto none = testing_util::LoadJson(j);
+  ASSERT_NE(none, nullptr);
+  EXPECT_TRUE(none->IsSpecial(265));
+  EXPECT_EQ(none->Decode(ids), "abc");
 }
 
 }  // namespace
