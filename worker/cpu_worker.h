@@ -15,6 +15,7 @@
 #include "worker/model_runner.h"
 #include "worker/model_weights.h"
 #include "worker/model_worker.h"
+#include "worker/prompt_logprobs.h"
 #include "worker/sampler.h"
 
 namespace folio {
@@ -99,6 +100,9 @@ class CpuWorker final : public ModelWorker {
   ForwardBatch batch_;
   std::vector<const MirroredSequence*> batch_seqs_;  // per batch sequence
   std::vector<float> logits_;
+  // Prompt scoring's logits rows and per-row scratch, reused between steps.
+  std::vector<float> prompt_logits_;
+  PromptRowScratch prompt_scratch_;
 };
 
 }  // namespace folio

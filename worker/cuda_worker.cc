@@ -352,15 +352,16 @@ absl::StatusOr<StepResult> CudaWorker::Execute(const StepPlan& plan) {
   // LM-head calls are collectives the other ranks make regardless.
   absl::Status sampled;
   if (options_.shard.rank == 0 && !batch_.logits_rows.empty()) sampled = Sample(plan, &result);
-  // Prompt scoring after sampling (RowLogits replaces the sampled logits):
-  // its rare logits rows come to the host and are scored there.
-  const RowLogitsFn logits_of = [this](std::span<const int32_t> rows, std::vector<float>* out) {
-    if (absl::Status s = ToAbsl(runner_->RowLogits(rows), "prompt logits"); !s.ok()) return s;
-    return ToAbsl(runner_->CopyLogitsToHost(out), "prompt logits");
+  // Prompt scoring after sampling (RowLogits replaces the sampled logits),
+  // on the device like sampling: only log-probs and top lists come back.
+  const ScoreRowsFn score_rows = [this](std::span<const int32_t> rows,
+                                        std::span<const TokenId> targets, int32_t num_top,
+                                        std::vector<SampledToken>* scored) {
+    return ScoreRows(rows, targets, num_top, scored);
   };
   absl::Status scored =
       ScorePrompts(plan, batch_, batch_seqs_, config_.vocab_size, kMaxScoredRowsPerCall,
-                   options_.shard.rank == 0 && sampled.ok(), logits_of, &result.prompt_logprobs);
+                   options_.shard.rank == 0 && sampled.ok(), score_rows, &result.prompt_logprobs);
   if (!sampled.ok()) return sampled;
   if (!scored.ok()) return scored;
   // The step's device work (cache ops, forward) ends here, so its errors
@@ -370,8 +371,6 @@ absl::StatusOr<StepResult> CudaWorker::Execute(const StepPlan& plan) {
 }
 
 absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
-  const cudaStream_t stream = runner_->stream();
-  const int32_t vocab = config_.vocab_size;
   sampling_.Clear();
   std::vector<SequenceId> sampled_ids;
   for (size_t s = 0; s < plan.scheduled.size(); ++s) {
@@ -391,13 +390,53 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
     sampling_.Add(sampler_.RowParams(req, &row_scratch_));
     sampled_ids.push_back(work.seq_id);
   }
+  if (static_cast<int32_t>(sampling_.rows.size()) != runner_->num_logits_rows()) {
+    return absl::InternalError(absl::StrCat("sampling ", sampling_.rows.size(),
+                                            " rows but the forward made ",
+                                            runner_->num_logits_rows()));
+  }
+  absl::StatusOr<SamplingResults> got = RunSampling();
+  if (!got.ok()) return got.status();
+  const SamplingResults& res = *got;
+  const int32_t rows = static_cast<int32_t>(sampling_.rows.size());
+  const int32_t max_top = sampling_.max_top;
+  const int32_t* tokens = res.tokens;
+  const float* logprobs = res.logprobs;
+  const int32_t* top_ids = res.top_ids;
+  const float* top_lps = res.top_logprobs;
+
+  // The CPU Sampler's result shape: kSample rows give num_samples tokens,
+  // each with the row's top list; beam rows give min(num_samples, vocab)
+  // candidates (the GPU marks the rest with -1) and no top lists.
+  result->samples.reserve(rows);
+  for (int32_t r = 0; r < rows; ++r) {
+    const kg::GpuSamplingRow& row = sampling_.rows[r];
+    std::vector<TokenLogprob> top;
+    if (row.mode == static_cast<int32_t>(kernels::cpu::SamplingMode::kSample)) {
+      for (int32_t j = 0; j < row.num_top_logprobs; ++j) {
+        const int32_t id = top_ids[size_t(r) * max_top + j];
+        if (id < 0) break;
+        top.push_back({id, top_lps[size_t(r) * max_top + j]});
+      }
+    }
+    SequenceSamples samples;
+    samples.seq_id = sampled_ids[r];
+    for (int32_t k = 0; k < row.num_samples; ++k) {
+      const int32_t at = row.sample_offset + k;
+      if (tokens[at] < 0) break;
+      samples.tokens.push_back({tokens[at], logprobs[at], top});
+    }
+    result->samples.push_back(std::move(samples));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaWorker::SamplingResults> CudaWorker::RunSampling() {
+  const cudaStream_t stream = runner_->stream();
+  const int32_t vocab = config_.vocab_size;
   const int32_t rows = static_cast<int32_t>(sampling_.rows.size());
   const int32_t num_samples = sampling_.num_samples();
   const int32_t max_top = sampling_.max_top;
-  if (rows != runner_->num_logits_rows()) {
-    return absl::InternalError(absl::StrCat("sampling ", rows, " rows but the forward made ",
-                                            runner_->num_logits_rows()));
-  }
   if (max_top > kg::kGpuMaxTopLogprobs) {
     return absl::InvalidArgumentError(absl::StrCat("logprobs ", max_top, " above the GPU's ",
                                                    kg::kGpuMaxTopLogprobs));
@@ -437,10 +476,11 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
     return s;
   }
 
-  // Outputs: tokens | logprobs | top ids | top log-probs.
+  // Outputs: tokens | logprobs | token log-probs | top ids | top log-probs.
   const size_t n_top = size_t(rows) * size_t(max_top);
   const size_t logprobs_at = Align(sizeof(int32_t) * num_samples);
-  const size_t top_ids_at = logprobs_at + Align(sizeof(float) * num_samples);
+  const size_t token_lp_at = logprobs_at + Align(sizeof(float) * num_samples);
+  const size_t top_ids_at = token_lp_at + Align(sizeof(float) * rows);
   const size_t top_lp_at = top_ids_at + Align(sizeof(int32_t) * n_top);
   const size_t out_bytes = top_lp_at + Align(sizeof(float) * n_top);
   if (absl::Status s = ToAbsl(sampling_outputs_.Reserve(out_bytes, "sampling outputs"), "CudaWorker");
@@ -480,6 +520,7 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
   kg::GpuSamplingOutputs out;
   out.tokens = reinterpret_cast<int32_t*>(dev_out);
   out.logprobs = reinterpret_cast<float*>(dev_out + logprobs_at);
+  out.token_logprobs = reinterpret_cast<float*>(dev_out + token_lp_at);
   out.max_top = max_top;
   if (max_top > 0) {
     out.top_ids = reinterpret_cast<int32_t*>(dev_out + top_ids_at);
@@ -492,10 +533,6 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
     return s;
   }
   uint8_t* host = sampling_results_.data();
-  const int32_t* tokens = reinterpret_cast<const int32_t*>(host);
-  const float* logprobs = reinterpret_cast<const float*>(host + logprobs_at);
-  const int32_t* top_ids = reinterpret_cast<const int32_t*>(host + top_ids_at);
-  const float* top_lps = reinterpret_cast<const float*>(host + top_lp_at);
   if (absl::Status s = CudaError(
           kg::CopySamplingOutputsToHost(out, rows, num_samples, reinterpret_cast<int32_t*>(host),
                                         reinterpret_cast<float*>(host + logprobs_at),
@@ -503,35 +540,41 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
                                                     : nullptr,
                                         max_top > 0 ? reinterpret_cast<float*>(host + top_lp_at)
                                                     : nullptr,
-                                        stream),
+                                        stream, reinterpret_cast<float*>(host + token_lp_at)),
           "CopySamplingOutputsToHost");
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = CudaError(cudaStreamSynchronize(stream), "step"); !s.ok()) return s;
+  if (absl::Status s = CudaError(cudaStreamSynchronize(stream), "sampling"); !s.ok()) return s;
+  SamplingResults res;
+  res.tokens = reinterpret_cast<const int32_t*>(host);
+  res.logprobs = reinterpret_cast<const float*>(host + logprobs_at);
+  res.token_logprobs = reinterpret_cast<const float*>(host + token_lp_at);
+  res.top_ids = reinterpret_cast<const int32_t*>(host + top_ids_at);
+  res.top_logprobs = reinterpret_cast<const float*>(host + top_lp_at);
+  return res;
+}
 
-  // The CPU Sampler's result shape: kSample rows give num_samples tokens,
-  // each with the row's top list; beam rows give min(num_samples, vocab)
-  // candidates (the GPU marks the rest with -1) and no top lists.
-  result->samples.reserve(rows);
-  for (int32_t r = 0; r < rows; ++r) {
-    const kg::GpuSamplingRow& row = sampling_.rows[r];
-    std::vector<TokenLogprob> top;
-    if (row.mode == static_cast<int32_t>(kernels::cpu::SamplingMode::kSample)) {
-      for (int32_t j = 0; j < row.num_top_logprobs; ++j) {
-        const int32_t id = top_ids[size_t(r) * max_top + j];
-        if (id < 0) break;
-        top.push_back({id, top_lps[size_t(r) * max_top + j]});
-      }
+absl::Status CudaWorker::ScoreRows(std::span<const int32_t> rows,
+                                   std::span<const TokenId> targets, int32_t num_top,
+                                   std::vector<SampledToken>* scored) {
+  if (absl::Status s = ToAbsl(runner_->RowLogits(rows), "prompt logits"); !s.ok()) return s;
+  if (scored == nullptr) return absl::OkStatus();
+  sampling_.Clear();
+  for (const TokenId target : targets) sampling_.AddScoring(target, num_top);
+  absl::StatusOr<SamplingResults> got = RunSampling();
+  if (!got.ok()) return got.status();
+  const int32_t max_top = sampling_.max_top;
+  for (size_t r = 0; r < targets.size(); ++r) {
+    SampledToken t;
+    t.token_id = targets[r];
+    t.logprob = got->token_logprobs[r];
+    for (int32_t j = 0; j < num_top; ++j) {
+      const int32_t id = got->top_ids[r * size_t(max_top) + j];
+      if (id < 0) break;
+      t.top_logprobs.push_back({id, got->top_logprobs[r * size_t(max_top) + j]});
     }
-    SequenceSamples samples;
-    samples.seq_id = sampled_ids[r];
-    for (int32_t k = 0; k < row.num_samples; ++k) {
-      const int32_t at = row.sample_offset + k;
-      if (tokens[at] < 0) break;
-      samples.tokens.push_back({tokens[at], logprobs[at], top});
-    }
-    result->samples.push_back(std::move(samples));
+    scored->push_back(std::move(t));
   }
   return absl::OkStatus();
 }

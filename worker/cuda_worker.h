@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,21 @@ class CudaWorker final : public ModelWorker {
   absl::Status Init(const ModelWeights& weights);
   // Rank 0: samples the runner's logits rows on the device into *result.
   absl::Status Sample(const StepPlan& plan, StepResult* result);
+  // ScoreRowsFn on the device: RowLogits (every rank), then on rank 0 a
+  // scoring row per target through the sampling kernels.
+  absl::Status ScoreRows(std::span<const int32_t> rows, std::span<const TokenId> targets,
+                         int32_t num_top, std::vector<SampledToken>* scored);
+  // Host views of RunSampling's results (pinned, valid until the next run).
+  struct SamplingResults {
+    const int32_t* tokens = nullptr;       // [num_samples]
+    const float* logprobs = nullptr;       // [num_samples]
+    const float* token_logprobs = nullptr; // [rows], rows with a score_token
+    const int32_t* top_ids = nullptr;      // [rows][max_top]
+    const float* top_logprobs = nullptr;   // [rows][max_top]
+  };
+  // Runs sampling_ over the runner's logits(): uploads its inputs, samples,
+  // copies the outputs to the host and waits for them.
+  absl::StatusOr<SamplingResults> RunSampling();
 
   // Const after Load.
   const Options options_;
@@ -151,7 +167,7 @@ class CudaWorker final : public ModelWorker {
   gpu::PinnedBuffer<uint8_t> sampling_staging_;
   gpu::DeviceBuffer<uint8_t> sampling_inputs_;    // the same bytes on the device
   gpu::DeviceBuffer<uint8_t> sampling_workspace_;
-  gpu::DeviceBuffer<uint8_t> sampling_outputs_;   // tokens | logprobs | top ids | top logprobs
+  gpu::DeviceBuffer<uint8_t> sampling_outputs_;   // tokens | logprobs | token logprobs | top ids | top logprobs
   gpu::PinnedBuffer<uint8_t> sampling_results_;   // the same on the host
 };
 

@@ -24,13 +24,26 @@ SampledToken ScorePromptRow(std::span<const float> logits, TokenId target, int32
   return out;
 }
 
+absl::Status ScoreRowsOnHost(std::span<const float> logits, int32_t vocab,
+                             std::span<const TokenId> targets, int32_t num_top,
+                             PromptRowScratch* scratch, std::vector<SampledToken>* scored) {
+  if (logits.size() != targets.size() * static_cast<size_t>(vocab)) {
+    return absl::InternalError(absl::StrCat("prompt scoring got ", logits.size(),
+                                            " logits for ", targets.size(), " rows of ", vocab));
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    scored->push_back(ScorePromptRow(logits.subspan(i * size_t(vocab), size_t(vocab)),
+                                     targets[i], num_top, scratch));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
                           std::span<const MirroredSequence* const> seqs, int32_t vocab_size,
-                          int32_t max_rows, bool score, const RowLogitsFn& logits_of,
+                          int32_t max_rows, bool score, const ScoreRowsFn& score_rows,
                           std::vector<PromptLogprobs>* out) {
   std::vector<int32_t> rows;
-  std::vector<float> logits;
-  PromptRowScratch scratch;
+  std::vector<TokenId> targets;
   // Rank 0's first scoring error: kept, not returned, until every collective
   // call is made.
   absl::Status failed;
@@ -54,25 +67,21 @@ absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
     for (int32_t p = start; p < end; p += max_rows) {
       const int32_t count = std::min(max_rows, end - p);
       rows.resize(static_cast<size_t>(count));
-      for (int32_t i = 0; i < count; ++i) rows[i] = batch.query_start[s] + (p - start) + i;
-      if (absl::Status st = logits_of(rows, &logits); !st.ok()) return st;
-      if (!score || !failed.ok()) continue;
-      if (logits.size() != static_cast<size_t>(count) * static_cast<size_t>(vocab_size)) {
-        failed = absl::InternalError(absl::StrCat("prompt scoring got ", logits.size(),
-                                                  " logits for ", count, " rows of ", vocab_size));
-        continue;
-      }
-      for (int32_t i = 0; i < count && failed.ok(); ++i) {
-        const std::span<const float> row(logits.data() + size_t(i) * size_t(vocab_size),
-                                         static_cast<size_t>(vocab_size));
+      targets.resize(static_cast<size_t>(count));
+      for (int32_t i = 0; i < count; ++i) {
+        rows[i] = batch.query_start[s] + (p - start) + i;
         const TokenId target = m.tokens[static_cast<size_t>(p + i + 1)];
-        if (target < 0 || target >= vocab_size) {
+        targets[i] = target;
+        if (score && (target < 0 || target >= vocab_size) && failed.ok()) {
           failed = absl::InvalidArgumentError(
               absl::StrCat("sequence ", work.seq_id, ": prompt token ", p + i + 1, " is ",
                            target, ", outside the vocabulary"));
-          break;
         }
-        scored.tokens.push_back(ScorePromptRow(row, target, num_top, &scratch));
+      }
+      const bool scoring = score && failed.ok();
+      if (absl::Status st = score_rows(rows, targets, num_top, scoring ? &scored.tokens : nullptr);
+          !st.ok()) {
+        return st;
       }
     }
     if (score) out->push_back(std::move(scored));

@@ -482,7 +482,12 @@ __global__ void __launch_bounds__(kPrepareThreads)
     LogSoftmaxStats<kPrepareThreads>([&](int32_t i) { return P[i]; }, vocab, sh, &st.pen_max,
                                      &st.pen_log_sum);
   }
-  if (threadIdx.x == 0) ws.stats[r] = st;
+  if (threadIdx.x == 0) {
+    ws.stats[r] = st;
+    if (row.score_token >= 0) {
+      out.token_logprobs[r] = (L[row.score_token] - st.raw_max) - st.raw_log_sum;
+    }
+  }
 }
 
 // grid (x, rows): the sort keys and ids of sort rows, and every row's segment.
@@ -594,6 +599,7 @@ bool ValidRow(const GpuSamplingRow& r, const GpuSamplingInputs& in, int32_t max_
     return false;
   }
   if (r.num_top_logprobs < 0 || r.num_top_logprobs > max_top) return false;
+  if (r.score_token < -1 || r.score_token >= in.vocab) return false;
   if (r.num_biases < 0) return false;
   if (r.num_biases > 0 &&
       (r.bias_offset < 0 || int64_t{r.bias_offset} + r.num_biases > in.num_biases)) {
@@ -642,6 +648,7 @@ cudaError_t SampleRows(const GpuSamplingInputs& in, void* workspace, size_t work
     if ((kind == kSelectDraw || kind == kSortDraw) && in.keys_dev == nullptr) {
       return cudaErrorInvalidValue;
     }
+    if (r.score_token >= 0 && out.token_logprobs == nullptr) return cudaErrorInvalidValue;
     any_sort |= IsSortKind(kind);
     any_finish |= kind != kNone && kind != kGreedy;
   }
@@ -680,7 +687,8 @@ cudaError_t SampleRows(const GpuSamplingInputs& in, void* workspace, size_t work
 
 cudaError_t CopySamplingOutputsToHost(const GpuSamplingOutputs& out, int32_t rows,
                                       int32_t num_samples, int32_t* tokens, float* logprobs,
-                                      int32_t* top_ids, float* top_logprobs, cudaStream_t stream) {
+                                      int32_t* top_ids, float* top_logprobs, cudaStream_t stream,
+                                      float* token_logprobs) {
   if (rows < 0 || num_samples < 0 || out.max_top < 0) return cudaErrorInvalidValue;
   cudaError_t err = cudaSuccess;
   if (num_samples > 0) {
@@ -702,6 +710,11 @@ cudaError_t CopySamplingOutputsToHost(const GpuSamplingOutputs& out, int32_t row
                           stream);
     if (err != cudaSuccess) return err;
     err = cudaMemcpyAsync(top_logprobs, out.top_logprobs, sizeof(float) * top,
+                          cudaMemcpyDeviceToHost, stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (rows > 0 && token_logprobs != nullptr && out.token_logprobs != nullptr) {
+    err = cudaMemcpyAsync(token_logprobs, out.token_logprobs, sizeof(float) * rows,
                           cudaMemcpyDeviceToHost, stream);
   }
   return err;
@@ -746,6 +759,17 @@ void GpuSamplingBatch::Add(const cpu::SamplingRowParams& p) {
   for (int32_t s = 0; s < row.num_samples; ++s) {
     keys.push_back(draws && static_cast<size_t>(s) < p.keys.size() ? p.keys[s] : 0);
   }
+  max_top = std::max(max_top, row.num_top_logprobs);
+  rows.push_back(row);
+}
+
+void GpuSamplingBatch::AddScoring(int32_t target, int32_t num_top) {
+  GpuSamplingRow row;
+  row.temperature = 0.0f;
+  row.num_samples = 0;
+  row.sample_offset = static_cast<int32_t>(keys.size());
+  row.num_top_logprobs = std::max(0, num_top);
+  row.score_token = target;
   max_top = std::max(max_top, row.num_top_logprobs);
   rows.push_back(row);
 }

@@ -1,6 +1,8 @@
 // Batched token sampling on the GPU, the twin of kernels/cpu/sampling.h
 // (tested against it by tests/gpu/sampling_gpu_check.cu): full logits rows
 // stay in device memory and only O(samples) bytes come back to the host.
+// Prompt scoring uses the same kernels: a row can report a given token's
+// raw log-prob and its top list without drawing anything.
 //
 // The algorithm is the CPU core's, step for step (see kernels/cpu/sampling.h):
 // raw log-softmax for reported log-probs; the processed logits = logit
@@ -75,6 +77,9 @@ struct GpuSamplingRow {
   int32_t num_samples = 1;
   int32_t sample_offset = 0;
   int32_t num_top_logprobs = 0;  // kSample only; <= GpuSamplingOutputs::max_top
+  // Prompt scoring: when in [0, vocab), this token's raw log-prob goes to
+  // GpuSamplingOutputs::token_logprobs[row]; -1: none.
+  int32_t score_token = -1;
 };
 static_assert(std::is_trivially_copyable_v<GpuSamplingRow> &&
               std::is_standard_layout_v<GpuSamplingRow>);
@@ -88,12 +93,15 @@ static_assert(std::is_trivially_copyable_v<GpuSamplingRow> &&
 //    best raw log-probs of a kSample row, best first; the remaining slots
 //    (all of a kBeam row's) get id -1, log-prob -inf. May be null when
 //    max_top is 0.
+//  - token_logprobs [rows]: the raw log-prob of each row's score_token
+//    (rows without one: not written). May be null when no row has one.
 struct GpuSamplingOutputs {
   int32_t* tokens = nullptr;
   float* logprobs = nullptr;
   int32_t* top_ids = nullptr;
   float* top_logprobs = nullptr;
   int32_t max_top = 0;  // in [0, kGpuMaxTopLogprobs]
+  float* token_logprobs = nullptr;
 };
 
 struct GpuSamplingInputs {
@@ -127,11 +135,13 @@ cudaError_t SampleRows(const GpuSamplingInputs& in, void* workspace, size_t work
 
 // Enqueues the copies of the outputs into host memory (pinned for the copies
 // to be asynchronous): tokens/logprobs [num_samples], top_ids/top_logprobs
-// [rows][out.max_top] (skipped when null or max_top is 0). The caller
-// synchronizes `stream` before reading them.
+// [rows][out.max_top] (skipped when null or max_top is 0), token_logprobs
+// [rows] (skipped when null on either side). The caller synchronizes
+// `stream` before reading them.
 cudaError_t CopySamplingOutputsToHost(const GpuSamplingOutputs& out, int32_t rows,
                                       int32_t num_samples, int32_t* tokens, float* logprobs,
-                                      int32_t* top_ids, float* top_logprobs, cudaStream_t stream);
+                                      int32_t* top_ids, float* top_logprobs, cudaStream_t stream,
+                                      float* token_logprobs = nullptr);
 
 // Host-side packing of a batch from the CPU core's per-row parameters (the
 // keys come in cpu::SamplingRowParams::keys, made by cpu::SamplingKey, so
@@ -151,6 +161,9 @@ struct GpuSamplingBatch {
   // Appends a row whose outputs follow the previous rows'. REQUIRES:
   // p.keys.size() >= p.num_samples when p samples with temperature > 0.
   void Add(const cpu::SamplingRowParams& p);
+  // Appends a prompt-scoring row: draws nothing, reports `target`'s raw
+  // log-prob (token_logprobs) and the num_top best raw log-probs.
+  void AddScoring(int32_t target, int32_t num_top);
   int32_t num_samples() const { return static_cast<int32_t>(keys.size()); }
   int32_t num_biases() const { return static_cast<int32_t>(bias_ids.size()); }
 };

@@ -4,7 +4,9 @@
 // and sort paths), top-p, min-p, penalties, logit biases (-inf bans, boosts
 // that move the argmax or tie it exactly, many biases, ids outside the
 // vocabulary; with and without penalties), several samples per row, top-N
-// log-probs, beam candidates (select and sort paths).
+// log-probs, beam candidates (select and sort paths); prompt-scoring rows
+// (a given token's log-prob and the top list, nothing drawn) mixed into a
+// batch of sampling rows.
 //  - greedy tokens, top-N and beam id lists: identical (except entries whose
 //    CPU values tie within 1e-6, reported); greedy rows with bans or boosts
 //    must not pick the raw argmax (the biases bite);
@@ -52,6 +54,9 @@ struct Row {
   SamplingRowParams p;  // its spans point into the vectors above
   std::string label;
   BiasKind bias_kind = BiasKind::kNone;
+  // >= 0: a prompt-scoring row (GpuSamplingBatch::AddScoring) for this token
+  // with p.num_top_logprobs.
+  int32_t score_target = -1;
 
   // Move-only: a copy would keep spans into the source's vectors (moving a
   // vector keeps its buffer, copying does not).
@@ -66,6 +71,7 @@ struct Row {
 struct RowResult {
   std::vector<ScoredToken> samples;
   std::vector<ScoredToken> top;
+  float token_logprob = NAN;  // scoring rows
 };
 
 // Runs `rows` (all of one vocabulary) through SampleRows; per row, the
@@ -74,14 +80,20 @@ void RunGpu(const std::string& name, const std::vector<Row>& rows, int32_t vocab
             std::vector<RowResult>* results, bool* ok) {
   *ok = false;
   gpu::GpuSamplingBatch batch;
-  for (const Row& r : rows) batch.Add(r.p);
+  for (const Row& r : rows) {
+    if (r.score_target >= 0) {
+      batch.AddScoring(r.score_target, r.p.num_top_logprobs);
+    } else {
+      batch.Add(r.p);
+    }
+  }
   std::vector<float> logits;
   for (const Row& r : rows) logits.insert(logits.end(), r.logits.begin(), r.logits.end());
   const int32_t n_rows = static_cast<int32_t>(rows.size());
   const int32_t total = batch.num_samples();
   const int32_t max_top = batch.max_top;
 
-  DeviceArray<float> d_logits, d_logprobs, d_top_lp, d_bias_values;
+  DeviceArray<float> d_logits, d_logprobs, d_top_lp, d_bias_values, d_token_lp;
   DeviceArray<gpu::GpuSamplingRow> d_rows;
   DeviceArray<int32_t> d_history, d_tokens, d_top_ids, d_bias_ids;
   DeviceArray<uint64_t> d_keys;
@@ -96,6 +108,7 @@ void RunGpu(const std::string& name, const std::vector<Row>& rows, int32_t vocab
   CHECK_CUDA(d_logprobs.Alloc(total));
   CHECK_CUDA(d_top_ids.Alloc(size_t(n_rows) * max_top));
   CHECK_CUDA(d_top_lp.Alloc(size_t(n_rows) * max_top));
+  CHECK_CUDA(d_token_lp.Alloc(n_rows));
   const size_t ws_bytes = gpu::SamplingWorkspaceBytes(n_rows, vocab);
   if (ws_bytes == 0) {
     Report(name, false, "SamplingWorkspaceBytes returned 0");
@@ -105,6 +118,7 @@ void RunGpu(const std::string& name, const std::vector<Row>& rows, int32_t vocab
   // Poison the outputs: every slot must be written.
   CHECK_CUDA(cudaMemset(d_tokens.data(), 0x7f, d_tokens.bytes()));
   CHECK_CUDA(cudaMemset(d_top_ids.data(), 0x7f, d_top_ids.bytes()));
+  CHECK_CUDA(cudaMemset(d_token_lp.data(), 0x7f, d_token_lp.bytes()));
 
   gpu::GpuSamplingInputs in;
   in.logits = d_logits.data();
@@ -124,14 +138,16 @@ void RunGpu(const std::string& name, const std::vector<Row>& rows, int32_t vocab
   out.top_ids = d_top_ids.data();
   out.top_logprobs = d_top_lp.data();
   out.max_top = max_top;
+  out.token_logprobs = d_token_lp.data();
 
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
   CHECK_CUDA(gpu::SampleRows(in, d_ws.data(), ws_bytes, out, stream));
   std::vector<int32_t> tokens(total), top_ids(size_t(n_rows) * max_top);
-  std::vector<float> lps(total), top_lps(size_t(n_rows) * max_top);
+  std::vector<float> lps(total), top_lps(size_t(n_rows) * max_top), token_lps(n_rows);
   CHECK_CUDA(gpu::CopySamplingOutputsToHost(out, n_rows, total, tokens.data(), lps.data(),
-                                            top_ids.data(), top_lps.data(), stream));
+                                            top_ids.data(), top_lps.data(), stream,
+                                            token_lps.data()));
   CHECK_CUDA(cudaStreamSynchronize(stream));
   CHECK_CUDA(cudaStreamDestroy(stream));
 
@@ -139,6 +155,7 @@ void RunGpu(const std::string& name, const std::vector<Row>& rows, int32_t vocab
   for (int32_t r = 0; r < n_rows; ++r) {
     const gpu::GpuSamplingRow& g = batch.rows[r];
     RowResult& res = (*results)[r];
+    if (g.score_token >= 0) res.token_logprob = token_lps[r];
     for (int32_t s = 0; s < g.num_samples; ++s) {
       const int32_t slot = g.sample_offset + s;
       if (tokens[slot] == -1 && g.mode == 1) continue;  // beam slot past the vocabulary
@@ -621,6 +638,66 @@ void CheckDistribution(int32_t vocab, const Combo& c, int32_t draws, std::mt1993
              std::to_string(draws));
 }
 
+// Prompt-scoring rows (random targets, top lists of 0..20) interleaved with
+// greedy and drawing rows in one batch: each target's log-prob and the top
+// lists as the CPU's log-softmax and TopTokens, the sampling rows as before.
+void CheckScoring(int32_t vocab, std::mt19937& rng) {
+  const std::string name = "prompt_scoring vocab=" + std::to_string(vocab);
+  std::vector<Row> rows;
+  const int32_t tops[] = {0, 1, 5, 20};
+  for (int i = 0; i < 48; ++i) {
+    if (i % 4 == 3) {  // a sampling row between the scoring rows
+      const Combo& c = kCombos[(i / 4) % 2 == 0 ? 0 : 4];  // greedy, T1+topk40
+      rows.push_back(MakeRow(c, vocab, false, 1000 + i, rng));
+      continue;
+    }
+    Row row;
+    row.logits = MakeLogits(vocab, i % 5 == 0, rng);
+    // Targets: the best token, a masked one, or anywhere.
+    const int32_t argmax = static_cast<int32_t>(
+        std::max_element(row.logits.begin(), row.logits.end()) - row.logits.begin());
+    row.score_target = i % 6 == 0 ? argmax : static_cast<int32_t>(rng() % vocab);
+    row.p.num_top_logprobs = std::min(tops[i % 4], vocab);
+    row.label = "score";
+    rows.push_back(std::move(row));
+  }
+  std::vector<RowResult> got;
+  bool ok = false;
+  RunGpu(name, rows, vocab, &got, &ok);
+  if (!ok) return;
+  Tally t;
+  int64_t scored = 0, bad_target = 0;
+  double max_target_err = 0.0;
+  cpu::RowSampler sampler;
+  std::vector<float> raw(vocab);
+  std::vector<int32_t> order;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    RowResult want;
+    if (rows[r].score_target < 0) {
+      sampler.Sample(rows[r].logits, rows[r].p, &want.samples, &want.top);
+      CompareRow(rows[r], want, got[r], &t);
+      continue;
+    }
+    cpu::LogSoftmax(rows[r].logits, raw);
+    if (rows[r].p.num_top_logprobs > 0) {
+      cpu::TopTokens(raw, rows[r].p.num_top_logprobs, &order, &want.top);
+    }
+    CompareList(want.top, got[r].top, raw, &t);
+    if (!got[r].samples.empty()) ++t.bad_list;
+    ++scored;
+    const double e = LogprobErr(got[r].token_logprob, raw[rows[r].score_target]);
+    max_target_err = std::max(max_target_err, e);
+    if (!(e <= 1e-4)) ++bad_target;
+  }
+  Report(name,
+         bad_target == 0 && t.bad_list == 0 && t.bad_logprob == 0 && t.bad_range == 0 &&
+             t.bad_greedy == 0 && scored == 36,
+         "scored=" + std::to_string(scored) + " max_target_err=" +
+             std::to_string(max_target_err) + " listed_same=" + std::to_string(t.listed_same) +
+             "/" + std::to_string(t.listed) + " ties=" + std::to_string(t.listed_tie) +
+             " max_logprob_err=" + std::to_string(t.max_lp_err));
+}
+
 void CheckInvalidArgs() {
   const std::string name = "invalid_args";
   gpu::GpuSamplingRow row;
@@ -666,6 +743,17 @@ void CheckInvalidArgs() {
   ok = ok && expect_invalid([](R&, I& i, O&, size_t&) { i.keys_dev = nullptr; });
   ok = ok && expect_invalid([](R&, I& i, O&, size_t&) { i.logits = nullptr; });
   ok = ok && expect_invalid([](R&, I&, O& o, size_t&) { o.tokens = nullptr; });
+  // Scoring: a token inside the vocabulary, somewhere to write its log-prob.
+  float* token_lp = reinterpret_cast<float*>(uintptr_t{768});
+  ok = ok && expect_invalid([&](R& r, I&, O& o, size_t&) {
+    r.score_token = 100;  // == vocab
+    o.token_logprobs = token_lp;
+  });
+  ok = ok && expect_invalid([&](R& r, I&, O& o, size_t&) {
+    r.score_token = -2;
+    o.token_logprobs = token_lp;
+  });
+  ok = ok && expect_invalid([](R& r, I&, O&, size_t&) { r.score_token = 3; });  // output null
   // Biases: ranges within in.num_biases, device arrays when any.
   const int32_t* ids = reinterpret_cast<const int32_t*>(uintptr_t{256});
   const float* values = reinterpret_cast<const float*>(uintptr_t{512});
@@ -713,6 +801,9 @@ int Run() {
   CheckBatch(151936, /*coarse=*/true, 1, rng, &total);
   CheckGreedyFastPath(32000, rng);
   CheckGreedyFastPath(151936, rng);
+  CheckScoring(50, rng);
+  CheckScoring(32000, rng);
+  CheckScoring(151936, rng);
 
   CheckDistribution(1000, {"T1", 1.0f, 0, 1.0f, 0.0f, false, 0, SamplingMode::kSample, 0},
                     20000, rng);
