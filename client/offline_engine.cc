@@ -31,7 +31,7 @@ absl::StatusOr<std::unique_ptr<OfflineEngine>> OfflineEngine::Create(const Optio
   sc.max_num_seqs = options.max_num_seqs;
   std::string cap_note;
   absl::StatusOr<int32_t> max_model_len =
-      ResolveMaxModelLen(options.max_model_len, (*worker)->config().max_position_embeddings,
+      ResolveMaxModelLen(options.max_model_len, (*worker)->config().MaxModelLen(),
                          RequestTokenSlots(sc), &cap_note);
   if (!max_model_len.ok()) return max_model_len.status();
   sc.max_model_len = *max_model_len;

@@ -28,7 +28,7 @@ class OfflineEngine {
     int32_t num_host_blocks = 0;
     int32_t max_num_batched_tokens = 2048;
     int32_t max_num_seqs = 256;
-    // 0 = the model's max_position_embeddings, capped at the KV cache's
+    // 0 = the model's context (ModelConfig::MaxModelLen), capped at the KV cache's
     // token slots; > 0 must fit in them (ResolveMaxModelLen).
     int32_t max_model_len = 0;
     bool enable_prefix_caching = true;

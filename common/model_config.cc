@@ -209,38 +209,126 @@ absl::Status ParseWindowedLayers(const Fields& f, ModelConfig& c) {
   return absl::OkStatus();
 }
 
-absl::Status ParseRopeScaling(const json& root, std::string_view source, ModelConfig& c) {
+// transformers' yarn get_mscale.
+double YarnMscale(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+absl::Status ParseYarn(const Fields& r, const ModelConfig& c, RopeScaling& s) {
+  FOLIO_ASSIGN_OR_RETURN_CFG(s.original_max_position_embeddings,
+                             r.PositiveInt("original_max_position_embeddings",
+                                           c.max_position_embeddings));
+  if (r.Get("factor") != nullptr) {
+    FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", 1.0f));
+  } else if (r.Get("original_max_position_embeddings") != nullptr) {
+    // transformers: without a factor, the ratio of the two context lengths.
+    s.factor = static_cast<float>(double{c.max_position_embeddings} /
+                                  s.original_max_position_embeddings);
+  } else {
+    return r.Error("factor", "required but missing");
+  }
+  // transformers reads `beta_fast or 32`: null and 0 take the default.
+  for (auto [field, value] : {std::pair{"beta_fast", &s.beta_fast},
+                              std::pair{"beta_slow", &s.beta_slow}}) {
+    const json* v = r.Get(field);
+    if (v != nullptr && !(v->is_number() && v->get<double>() == 0.0)) {
+      FOLIO_ASSIGN_OR_RETURN_CFG(*value, r.PositiveFloat(field, *value));
+    }
+  }
+  FOLIO_ASSIGN_OR_RETURN_CFG(s.truncate, r.Bool("truncate", true));
+  if (r.Get("attention_factor") != nullptr) {
+    FOLIO_ASSIGN_OR_RETURN_CFG(s.attention_factor, r.PositiveFloat("attention_factor", 1.0f));
+    return absl::OkStatus();
+  }
+  // DeepSeek-style mscale / mscale_all_dim, else the paper's 0.1 ln(s) + 1.
+  float mscale = 0.0f, mscale_all_dim = 0.0f;
+  if (r.Get("mscale") != nullptr) {
+    FOLIO_ASSIGN_OR_RETURN_CFG(mscale, r.PositiveFloat("mscale", 1.0f));
+  }
+  if (r.Get("mscale_all_dim") != nullptr) {
+    FOLIO_ASSIGN_OR_RETURN_CFG(mscale_all_dim, r.PositiveFloat("mscale_all_dim", 1.0f));
+  }
+  const double f = s.factor;
+  s.attention_factor = static_cast<float>(
+      mscale > 0.0f && mscale_all_dim > 0.0f
+          ? YarnMscale(f, mscale) / YarnMscale(f, mscale_all_dim)
+          : YarnMscale(f, 1.0));
+  return absl::OkStatus();
+}
+
+// rope_theta and the rope scaling: transformers v4's top-level `rope_theta`
+// and `rope_scaling`, or v5's `rope_parameters` (rope_theta inside it).
+absl::Status ParseRope(const json& root, std::string_view source, ModelConfig& c) {
   Fields f(root, source);
-  const json* rs = f.Get("rope_scaling");
+  FOLIO_ASSIGN_OR_RETURN_CFG(c.rope_theta, f.PositiveFloat("rope_theta", 10000.0f));
+  const bool v5 = f.Get("rope_parameters") != nullptr;
+  const char* key = v5 ? "rope_parameters" : "rope_scaling";
+  const json* rs = f.Get(key);
   if (rs == nullptr) return absl::OkStatus();
   if (!rs->is_object()) {
-    return f.Error("rope_scaling", absl::StrCat("expected an object or null, got ", Show(*rs)));
+    return f.Error(key, absl::StrCat("expected an object or null, got ", Show(*rs)));
   }
-  Fields r(*rs, source, "rope_scaling.");
+  Fields r(*rs, source, absl::StrCat(key, "."));
   const char* type_field = rs->contains("rope_type") ? "rope_type" : "type";
   std::optional<std::string> type;
   FOLIO_ASSIGN_OR_RETURN_CFG(type, r.OptionalString(type_field));
+  if (v5) {
+    if (!type.has_value()) {
+      // Per-layer-type parameters ({"full_attention": {...}, ...}): other
+      // model families only.
+      for (const auto& [name, value] : rs->items()) {
+        if (value.is_object()) {
+          return r.Error(name, "per-layer-type rope parameters are not supported");
+        }
+      }
+    }
+    FOLIO_ASSIGN_OR_RETURN_CFG(c.rope_theta, r.PositiveFloat("rope_theta", c.rope_theta));
+    float partial;
+    FOLIO_ASSIGN_OR_RETURN_CFG(partial, r.PositiveFloat("partial_rotary_factor", 1.0f));
+    if (partial != 1.0f) {
+      return r.Error("partial_rotary_factor",
+                     absl::StrCat(partial, " is not supported (rotary embedding on every "
+                                           "dimension only)"));
+    }
+    if (!type.has_value()) return absl::OkStatus();  // v5 standardizes it to "default"
+  }
   if (!type.has_value()) return r.Error("rope_type", "required but missing");
   if (*type == "default") return absl::OkStatus();
-  if (*type != "llama3") {
-    return r.Error(type_field, absl::StrCat("unsupported rope scaling type '", *type,
-                                            "' (supported: llama3)"));
-  }
   RopeScaling s;
-  FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", s.factor));
-  FOLIO_ASSIGN_OR_RETURN_CFG(s.low_freq_factor, r.PositiveFloat("low_freq_factor",
-                                                                s.low_freq_factor));
-  FOLIO_ASSIGN_OR_RETURN_CFG(s.high_freq_factor, r.PositiveFloat("high_freq_factor",
-                                                                 s.high_freq_factor));
-  FOLIO_ASSIGN_OR_RETURN_CFG(s.original_max_position_embeddings,
-                             r.PositiveInt("original_max_position_embeddings",
-                                           s.original_max_position_embeddings));
-  if (!(s.high_freq_factor > s.low_freq_factor)) {
-    return r.Error("high_freq_factor",
-                   absl::StrCat("must be greater than low_freq_factor (", s.low_freq_factor,
-                                "), got ", s.high_freq_factor));
+  if (*type == "llama3") {
+    FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", s.factor));
+    FOLIO_ASSIGN_OR_RETURN_CFG(s.low_freq_factor, r.PositiveFloat("low_freq_factor",
+                                                                  s.low_freq_factor));
+    FOLIO_ASSIGN_OR_RETURN_CFG(s.high_freq_factor, r.PositiveFloat("high_freq_factor",
+                                                                   s.high_freq_factor));
+    FOLIO_ASSIGN_OR_RETURN_CFG(s.original_max_position_embeddings,
+                               r.PositiveInt("original_max_position_embeddings",
+                                             s.original_max_position_embeddings));
+    if (!(s.high_freq_factor > s.low_freq_factor)) {
+      return r.Error("high_freq_factor",
+                     absl::StrCat("must be greater than low_freq_factor (", s.low_freq_factor,
+                                  "), got ", s.high_freq_factor));
+    }
+  } else if (*type == "linear") {
+    s.type = RopeScalingType::kLinear;
+    if (r.Get("factor") == nullptr) return r.Error("factor", "required but missing");
+    FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", 1.0f));
+  } else if (*type == "yarn") {
+    s.type = RopeScalingType::kYarn;
+    if (absl::Status st = ParseYarn(r, c, s); !st.ok()) return st;
+  } else {
+    return r.Error(type_field, absl::StrCat("unsupported rope scaling type '", *type,
+                                            "' (supported: llama3, linear, yarn)"));
   }
   c.rope_scaling = s;
+  const double max_len =
+      s.type == RopeScalingType::kLinear ? double{c.max_position_embeddings} * s.factor
+      : s.type == RopeScalingType::kYarn ? double{s.original_max_position_embeddings} * s.factor
+                                         : 0.0;
+  if (max_len > INT32_MAX) {
+    return r.Error("factor", absl::StrCat(s.factor, " makes the context ", max_len,
+                                          " positions, more than folio serves"));
+  }
   return absl::OkStatus();
 }
 
@@ -324,9 +412,8 @@ absl::StatusOr<ModelConfig> ParseObject(const json& root, std::string_view sourc
                              f.PositiveInt("max_position_embeddings",
                                            info->default_max_position_embeddings));
   FOLIO_ASSIGN_OR_RETURN_CFG(c.rms_norm_eps, f.PositiveFloat("rms_norm_eps", 1e-6f));
-  FOLIO_ASSIGN_OR_RETURN_CFG(c.rope_theta, f.PositiveFloat("rope_theta", 10000.0f));
   FOLIO_ASSIGN_OR_RETURN_CFG(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
-  if (absl::Status s = ParseRopeScaling(root, source, c); !s.ok()) return s;
+  if (absl::Status s = ParseRope(root, source, c); !s.ok()) return s;
 
   std::optional<std::string> act;
   FOLIO_ASSIGN_OR_RETURN_CFG(act, f.OptionalString("hidden_act"));
@@ -420,6 +507,22 @@ int32_t ModelConfig::CacheWindow() const {
     widest = std::max(widest, window);
   }
   return widest;
+}
+
+int32_t ModelConfig::MaxModelLen() const {
+  if (!rope_scaling.has_value()) return max_position_embeddings;
+  double len = max_position_embeddings;
+  switch (rope_scaling->type) {
+    case RopeScalingType::kLlama3:
+      break;
+    case RopeScalingType::kLinear:
+      len = double{max_position_embeddings} * rope_scaling->factor;
+      break;
+    case RopeScalingType::kYarn:
+      len = double{rope_scaling->original_max_position_embeddings} * rope_scaling->factor;
+      break;
+  }
+  return static_cast<int32_t>(std::clamp(len, 1.0, double{INT32_MAX}));
 }
 
 absl::StatusOr<ModelConfig> ModelConfig::LoadFromDirectory(const std::string& model_dir) {

@@ -19,13 +19,22 @@ namespace folio {
 
 enum class ModelArchitecture { kLlama, kMistral, kQwen2 };
 
-// Llama 3.1-style frequency-dependent RoPE scaling (rope_scaling.rope_type
-// "llama3"); the only scaling type supported.
+// RoPE scaling (config.json's `rope_scaling`, or transformers v5's
+// `rope_parameters`): Llama 3.1's frequency-dependent "llama3", "linear"
+// (position interpolation) and "yarn". Unset fields hold transformers'
+// defaults; the yarn attention factor is resolved from mscale /
+// mscale_all_dim / the factor as transformers does.
+enum class RopeScalingType { kLlama3, kLinear, kYarn };
 struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kLlama3;
   float factor = 8.0f;
-  float low_freq_factor = 1.0f;
-  float high_freq_factor = 4.0f;
-  int32_t original_max_position_embeddings = 8192;
+  float low_freq_factor = 1.0f;                     // llama3
+  float high_freq_factor = 4.0f;                    // llama3
+  int32_t original_max_position_embeddings = 8192;  // llama3, yarn
+  float beta_fast = 32.0f;                          // yarn
+  float beta_slow = 1.0f;                           // yarn
+  bool truncate = true;                             // yarn
+  float attention_factor = 1.0f;                    // yarn: scales cos and sin
 };
 
 // A plain value; copyable. Every field is validated by Parse: the sizes are
@@ -42,6 +51,7 @@ struct ModelConfig {
   int32_t head_dim = 0;      // defaults to hidden_size / num_heads
 
   float rms_norm_eps = 1e-6f;
+  // `rope_theta`, or rope_parameters.rope_theta (transformers v5).
   float rope_theta = 10000.0f;
   std::optional<RopeScaling> rope_scaling;  // absent, null or type "default": none
 
@@ -72,6 +82,10 @@ struct ModelConfig {
   // The window of the KV cache as a whole: the largest AttentionWindow when
   // every layer has one (older positions are read by no layer), else 0.
   int32_t CacheWindow() const;
+  // The longest context the model serves, as vLLM derives it:
+  // max_position_embeddings, times the factor of linear rope scaling; for
+  // yarn, original_max_position_embeddings times the factor.
+  int32_t MaxModelLen() const;
 
   // Adds the end tokens of a generation_config.json (text) to c.eos_token_ids.
   // INVALID_ARGUMENT naming `source` for bad JSON or a bad eos_token_id.
@@ -89,7 +103,8 @@ struct ModelConfig {
   // Required: architectures (or model_type), hidden_size, intermediate_size,
   // num_hidden_layers, num_attention_heads, vocab_size. Everything else has
   // the Hugging Face default for the architecture. Rejected as unsupported:
-  // other architectures, rope_scaling types other than llama3, dtypes other
+  // other architectures, rope scaling types other than llama3, linear and
+  // yarn (dynamic NTK, longrope), per-layer-type rope_parameters, dtypes other
   // than float32/float16/bfloat16, hidden_act other than silu, and Llama's
   // attention_bias / mlp_bias (they would add biases we do not load).
   static absl::StatusOr<ModelConfig> Parse(std::string_view json_text, std::string_view source);

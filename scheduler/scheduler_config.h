@@ -76,7 +76,7 @@ int64_t RequestTokenSlots(const SchedulerConfig& config);
 // > 0 is the user's (--max-model-len) and must fit in token_slots
 // (RequestTokenSlots): longer would accept requests that can never be
 // admitted or finish, so it is an InvalidArgumentError naming the flag.
-// requested 0 takes model_max (max_position_embeddings), capped at
+// requested 0 takes model_max (ModelConfig::MaxModelLen), capped at
 // token_slots; *note (when not null) then says why it was capped, for the
 // startup log, and is left empty otherwise.
 absl::StatusOr<int32_t> ResolveMaxModelLen(int32_t requested, int32_t model_max,

@@ -8,9 +8,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/rope.h"
 #include "worker/cuda/host_model.h"
 #include "worker/prompt_logprobs.h"
+#include "worker/rope_config.h"
 
 namespace folio {
 namespace {
@@ -60,12 +60,8 @@ gpu::HostModel ViewOf(const ModelWeights& w) {
   h.vocab_padded = w.shape.vocab_padded;
   h.rms_eps = c.rms_norm_eps;
   h.rope_theta = c.rope_theta;
-  if (c.rope_scaling.has_value()) {
-    h.rope_scaling = kernels::cpu::Llama3RopeScaling{
-        c.rope_scaling->factor, c.rope_scaling->low_freq_factor, c.rope_scaling->high_freq_factor,
-        c.rope_scaling->original_max_position_embeddings};
-  }
-  h.max_position = c.max_position_embeddings;
+  h.rope_scaling = RopeScalingOf(c);
+  h.max_position = c.MaxModelLen();
   h.qkv_bias = c.qkv_bias;
   h.tied_embeddings = w.lm_head.empty();
   h.embed = w.embed;

@@ -76,8 +76,8 @@ class CudaWorker final : public ModelWorker {
     int32_t num_host_blocks = 0;
     int64_t swap_space_bytes = 0;
     // The largest step the scheduler sends (sizes the activation buffers and
-    // the profiling passes). max_model_len 0: the model's
-    // max_position_embeddings.
+    // the profiling passes). max_model_len 0: the model's context
+    // (ModelConfig::MaxModelLen).
     int32_t max_model_len = 0;
     int32_t max_num_batched_tokens = 2048;
     int32_t max_num_seqs = 256;

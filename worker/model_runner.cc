@@ -13,6 +13,7 @@
 #include "kernels/cpu/cache_ops.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/threads.h"
+#include "worker/rope_config.h"
 #include "worker/vocab_parallel.h"
 
 namespace folio {
@@ -54,14 +55,7 @@ void Grow(std::vector<float>& v, size_t n) {
 int32_t RopePositions(const ModelConfig& c, const CacheEngine& cache) {
   const int64_t slots = int64_t{cache.options().num_device_blocks} * cache.options().block_size;
   return static_cast<int32_t>(
-      std::max<int64_t>(1, std::min<int64_t>(c.max_position_embeddings, slots)));
-}
-
-std::optional<kernels::cpu::Llama3RopeScaling> RopeScalingOf(const ModelConfig& c) {
-  if (!c.rope_scaling.has_value()) return std::nullopt;
-  return kernels::cpu::Llama3RopeScaling{c.rope_scaling->factor, c.rope_scaling->low_freq_factor,
-                                    c.rope_scaling->high_freq_factor,
-                                    c.rope_scaling->original_max_position_embeddings};
+      std::max<int64_t>(1, std::min<int64_t>(c.MaxModelLen(), slots)));
 }
 
 }  // namespace

@@ -3,11 +3,13 @@
 // is rotated by angle position * inv_freq[i],
 //     x[i]            <- x[i] * cos - x[i + half] * sin
 //     x[i + half]     <- x[i + half] * cos + x[i] * sin
-// with inv_freq[i] = theta^(-2i/head_dim), optionally rescaled by Llama 3's
-// rope_scaling (rope_type "llama3") exactly as transformers'
-// _compute_llama3_parameters. The cos/sin table for positions
-// [0, max_position) is computed once, in fp32 like transformers
-// (angle = fp32(position) * fp32 inv_freq, rounded to fp32).
+// with inv_freq[i] = theta^(-2i/head_dim), optionally rescaled by the
+// config's rope scaling exactly as transformers computes it: "llama3"
+// (_compute_llama3_parameters), "linear" (inv_freq / factor) or "yarn"
+// (_compute_yarn_parameters: a ramp between interpolated and original
+// frequencies, and cos/sin multiplied by its attention factor). The cos/sin
+// table for positions [0, max_position) is computed once, in fp32 like
+// transformers (angle = fp32(position) * fp32 inv_freq, rounded to fp32).
 //
 // Thread-safety: immutable after construction; Apply may run concurrently.
 #ifndef FOLIO_KERNELS_CPU_ROPE_H_
@@ -20,25 +22,34 @@
 
 namespace folio::kernels::cpu {
 
-// config.json "rope_scaling" with "rope_type": "llama3".
-struct Llama3RopeScaling {
+enum class RopeScalingType { kLlama3, kLinear, kYarn };
+
+// config.json's "rope_scaling" (or transformers v5 "rope_parameters"), with
+// the defaults resolved. Fields a type does not use are ignored.
+struct RopeScalingParams {
   float factor = 8.0f;
-  float low_freq_factor = 1.0f;
-  float high_freq_factor = 4.0f;
-  int32_t original_max_position_embeddings = 8192;
+  float low_freq_factor = 1.0f;   // llama3
+  float high_freq_factor = 4.0f;  // llama3
+  int32_t original_max_position_embeddings = 8192;  // llama3, yarn
+  RopeScalingType type = RopeScalingType::kLlama3;
+  float beta_fast = 32.0f;        // yarn
+  float beta_slow = 1.0f;         // yarn
+  bool truncate = true;           // yarn: floor/ceil the correction range
+  float attention_factor = 1.0f;  // yarn: multiplies cos and sin
 };
 
 class RotaryEmbedding {
  public:
   // True when the arguments can build a table: head_dim even and > 0,
-  // theta > 0, max_position > 0, and for llama3 scaling factor > 0,
-  // high_freq_factor > low_freq_factor > 0, original_max > 0.
+  // theta > 0, max_position > 0, and with scaling factor > 0; llama3:
+  // high_freq_factor > low_freq_factor > 0, original_max > 0; yarn:
+  // original_max > 0, betas > 0, attention_factor > 0 (all finite).
   static bool Validate(int32_t head_dim, float theta,
-                       const std::optional<Llama3RopeScaling>& scaling, int32_t max_position,
+                       const std::optional<RopeScalingParams>& scaling, int32_t max_position,
                        std::string* error = nullptr);
 
   // REQUIRES: Validate(...) of the same arguments.
-  RotaryEmbedding(int32_t head_dim, float theta, std::optional<Llama3RopeScaling> scaling,
+  RotaryEmbedding(int32_t head_dim, float theta, std::optional<RopeScalingParams> scaling,
                   int32_t max_position);
 
   RotaryEmbedding(const RotaryEmbedding&) = delete;

@@ -305,7 +305,7 @@ int Run(int argc, char** argv) {
   const bool on_cuda = s.device.rfind("cuda", 0) == 0;
   absl::StatusOr<v1::DType> dtype = ParseDType(s.dtype, on_cuda);
   if (!dtype.ok()) return fail(dtype.status());
-  const int32_t model_max_len = model->max_position_embeddings;
+  const int32_t model_max_len = model->MaxModelLen();
   absl::StatusOr<PreemptionMode> preemption = ParsePreemptionMode(s.preemption_mode);
   if (!preemption.ok()) return fail(preemption.status());
   absl::StatusOr<SchedulingPolicy> policy = ParseSchedulingPolicy(s.scheduling_policy);

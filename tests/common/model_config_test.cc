@@ -1,5 +1,6 @@
 #include "common/model_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -228,6 +229,105 @@ TEST(ModelConfigTest, AlternativeSpellings) {
   EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
 }
 
+// transformers v5 writes rope_theta and the scaling into rope_parameters;
+// a top-level rope_theta, if any, loses to the one inside.
+TEST(ModelConfigTest, ReadsTransformersV5RopeParameters) {
+  json j = json::parse(kLlama31);
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 32.0},
+                          {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                          {"original_max_position_embeddings", 8192}};
+  ModelConfig c = MustParse(j.dump());
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, RopeScalingType::kLlama3);
+  EXPECT_FLOAT_EQ(c.rope_scaling->factor, 32.0f);
+  EXPECT_EQ(c.MaxModelLen(), 131072);  // llama3 does not stretch the context
+
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  j["rope_theta"] = 10000.0;
+  c = MustParse(j.dump());
+  EXPECT_FLOAT_EQ(c.rope_theta, 1000000.0f);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_theta", 250000.0}};  // no rope_type: default
+  c = MustParse(j.dump());
+  EXPECT_FLOAT_EQ(c.rope_theta, 250000.0f);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+
+  j["rope_parameters"] = nullptr;  // null: the v4 fields (none here) apply
+  c = MustParse(j.dump());
+  EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+}
+
+TEST(ModelConfigTest, LinearRopeScalingStretchesTheContext) {
+  json j = json::parse(kMinimal);
+  j["max_position_embeddings"] = 4096;
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  ModelConfig c = MustParse(j.dump());
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, RopeScalingType::kLinear);
+  EXPECT_FLOAT_EQ(c.rope_scaling->factor, 4.0f);
+  EXPECT_EQ(c.max_position_embeddings, 4096);
+  EXPECT_EQ(c.MaxModelLen(), 16384);
+}
+
+// Qwen2.5's recipe for 128k contexts, as its model card gives it.
+TEST(ModelConfigTest, YarnAsQwenDocumentsIt) {
+  json j = json::parse(kQwen2);
+  j["rope_scaling"] = {{"factor", 4.0}, {"original_max_position_embeddings", 32768},
+                       {"type", "yarn"}};
+  ModelConfig c = MustParse(j.dump());
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  const RopeScaling& s = *c.rope_scaling;
+  EXPECT_EQ(s.type, RopeScalingType::kYarn);
+  EXPECT_FLOAT_EQ(s.factor, 4.0f);
+  EXPECT_EQ(s.original_max_position_embeddings, 32768);
+  EXPECT_FLOAT_EQ(s.beta_fast, 32.0f);
+  EXPECT_FLOAT_EQ(s.beta_slow, 1.0f);
+  EXPECT_TRUE(s.truncate);
+  EXPECT_NEAR(s.attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-6);
+  EXPECT_EQ(c.MaxModelLen(), 131072);  // 32768 x 4, as vLLM serves it
+}
+
+TEST(ModelConfigTest, YarnOptions) {
+  json j = json::parse(kMinimal);
+  j["max_position_embeddings"] = 163840;
+  // DeepSeek V3's: the attention factor from mscale / mscale_all_dim.
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 40}, {"beta_fast", 32}, {"beta_slow", 1},
+                       {"mscale", 1.0}, {"mscale_all_dim", 0.5},
+                       {"original_max_position_embeddings", 4096}};
+  ModelConfig c = MustParse(j.dump());
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  const double m = 0.1 * std::log(40.0);
+  EXPECT_NEAR(c.rope_scaling->attention_factor, (m + 1.0) / (0.5 * m + 1.0), 1e-6);
+  EXPECT_EQ(c.MaxModelLen(), 163840);
+
+  // An explicit attention_factor wins; null / 0 betas take the defaults;
+  // no factor: max_position_embeddings / original_max_position_embeddings.
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"attention_factor", 0.75}, {"beta_fast", nullptr},
+                       {"beta_slow", 0}, {"truncate", false},
+                       {"original_max_position_embeddings", 40960}};
+  c = MustParse(j.dump());
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_FLOAT_EQ(c.rope_scaling->factor, 4.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling->attention_factor, 0.75f);
+  EXPECT_FLOAT_EQ(c.rope_scaling->beta_fast, 32.0f);
+  EXPECT_FLOAT_EQ(c.rope_scaling->beta_slow, 1.0f);
+  EXPECT_FALSE(c.rope_scaling->truncate);
+  EXPECT_EQ(c.MaxModelLen(), 163840);
+
+  // No original_max_position_embeddings: max_position_embeddings is it.
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
+  c = MustParse(j.dump());
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 163840);
+  EXPECT_EQ(c.MaxModelLen(), 327680);
+}
+
 struct ErrorCase {
   const char* label;
   const char* patch;     // RFC 7386 merge patch onto kLlama31 (null deletes a field)
@@ -271,11 +371,35 @@ INSTANTIATE_TEST_SUITE_P(
                   "'architectures': required"},
         ErrorCase{"bad_model_type", R"({"architectures": null, "model_type": "gemma"})",
                   "'model_type': unsupported architecture 'gemma'"},
-        ErrorCase{"rope_yarn", R"({"rope_scaling": {"rope_type": "yarn"}})",
-                  "'rope_scaling.rope_type': unsupported rope scaling type 'yarn'"},
-        ErrorCase{"rope_linear_old_key",
-                  R"({"rope_scaling": {"rope_type": null, "type": "linear"}})",
-                  "'rope_scaling.type': unsupported rope scaling type 'linear'"},
+        ErrorCase{"rope_dynamic", R"({"rope_scaling": {"rope_type": "dynamic"}})",
+                  "'rope_scaling.rope_type': unsupported rope scaling type 'dynamic' "
+                  "(supported: llama3, linear, yarn)"},
+        ErrorCase{"rope_longrope_old_key",
+                  R"({"rope_scaling": {"rope_type": null, "type": "longrope"}})",
+                  "'rope_scaling.type': unsupported rope scaling type 'longrope'"},
+        ErrorCase{"rope_linear_no_factor", R"({"rope_scaling": {"rope_type": "linear",
+                  "factor": null}})", "'rope_scaling.factor': required"},
+        ErrorCase{"rope_yarn_no_factor", R"({"rope_scaling": {"rope_type": "yarn",
+                  "factor": null, "original_max_position_embeddings": null}})",
+                  "'rope_scaling.factor': required"},
+        ErrorCase{"rope_yarn_bad_beta", R"({"rope_scaling": {"rope_type": "yarn",
+                  "beta_fast": -3}})", "'rope_scaling.beta_fast'"},
+        ErrorCase{"rope_yarn_bad_truncate", R"({"rope_scaling": {"rope_type": "yarn",
+                  "truncate": "no"}})", "'rope_scaling.truncate'"},
+        ErrorCase{"rope_yarn_huge", R"({"rope_scaling": {"rope_type": "yarn",
+                  "factor": 1e9}})", "'rope_scaling.factor'"},
+        ErrorCase{"rope_params_not_object", R"({"rope_parameters": [1]})",
+                  "'rope_parameters': expected an object"},
+        ErrorCase{"rope_params_per_layer", R"({"rope_parameters":
+                  {"full_attention": {"rope_type": "default", "rope_theta": 1e6}}})",
+                  "'rope_parameters.full_attention': per-layer-type rope parameters"},
+        ErrorCase{"rope_params_bad_theta", R"({"rope_parameters": {"rope_type": "default",
+                  "rope_theta": -1}})", "'rope_parameters.rope_theta'"},
+        ErrorCase{"rope_params_partial", R"({"rope_parameters": {"rope_type": "default",
+                  "partial_rotary_factor": 0.25}})",
+                  "'rope_parameters.partial_rotary_factor': 0.25 is not supported"},
+        ErrorCase{"rope_params_dynamic", R"({"rope_parameters": {"rope_type": "dynamic",
+                  "factor": 2}})", "'rope_parameters.rope_type': unsupported"},
         ErrorCase{"rope_not_object", R"({"rope_scaling": 8})", "'rope_scaling'"},
         ErrorCase{"rope_bad_factor", R"({"rope_scaling": {"factor": -1}})",
                   "'rope_scaling.factor'"},

@@ -172,7 +172,7 @@ bool ParseConfig(const std::string& text, DemoConfig* c, std::string* error) {
         *error = "config.json: rope_scaling type '" + type + "' is not supported";
         return false;
       }
-      kernels::cpu::Llama3RopeScaling s;
+      kernels::cpu::RopeScalingParams s;
       s.factor = rs.value("factor", s.factor);
       s.low_freq_factor = rs.value("low_freq_factor", s.low_freq_factor);
       s.high_freq_factor = rs.value("high_freq_factor", s.high_freq_factor);

@@ -25,7 +25,7 @@ struct DemoConfig {
   int32_t hidden = 0, intermediate = 0, num_layers = 0, num_heads = 0, num_kv_heads = 0;
   int32_t head_dim = 0, vocab_size = 0, max_position = 0;
   float rms_eps = 1e-5f, rope_theta = 10000.0f;
-  std::optional<kernels::cpu::Llama3RopeScaling> rope_scaling;
+  std::optional<kernels::cpu::RopeScalingParams> rope_scaling;
   bool tied_embeddings = false;
   bool qkv_bias = false;
   // Each layer's attention window (0: none), by transformers' rules as in

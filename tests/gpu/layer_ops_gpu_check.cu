@@ -89,7 +89,7 @@ void CheckFusedAddRmsNorm(int32_t n, int32_t dim, size_t misalign, std::mt19937&
                "x_err=" + std::to_string(ex) + " residual_err=" + std::to_string(er));
 }
 
-void CheckRope(int32_t head_dim, float theta, std::optional<cpu::Llama3RopeScaling> scaling,
+void CheckRope(int32_t head_dim, float theta, std::optional<cpu::RopeScalingParams> scaling,
                int32_t num_heads, int32_t num_kv_heads, int32_t num_tokens, bool with_q,
                std::mt19937& rng) {
   const int32_t max_position = 4096;
@@ -200,7 +200,7 @@ int Run() {
   CheckFusedAddRmsNorm(4, 4096, /*misalign=*/1, rng);
   CheckFusedAddRmsNorm(300, 2048, 0, rng);
 
-  const cpu::Llama3RopeScaling llama3{8.0f, 1.0f, 4.0f, 8192};
+  const cpu::RopeScalingParams llama3{8.0f, 1.0f, 4.0f, 8192};
   for (int32_t head_dim : {64, 128, 256}) {
     CheckRope(head_dim, 10000.0f, std::nullopt, 8, 2, 37, true, rng);
     CheckRope(head_dim, 500000.0f, llama3, 32, 8, 19, true, rng);
@@ -208,6 +208,12 @@ int Run() {
   }
   CheckRope(80, 10000.0f, std::nullopt, 3, 1, 9, true, rng);
   CheckRope(128, 500000.0f, llama3, 64, 8, 1, true, rng);
+  cpu::RopeScalingParams yarn;  // Qwen2.5's 128k recipe: the table carries the attention factor
+  yarn.type = cpu::RopeScalingType::kYarn;
+  yarn.factor = 4.0f;
+  yarn.original_max_position_embeddings = 32768;
+  yarn.attention_factor = 1.1386294f;
+  CheckRope(128, 1000000.0f, yarn, 28, 4, 23, true, rng);
 
   for (int32_t d : {11008, 14336, 4, 13, 1}) CheckSiluAndMul(9, d, 0, rng);
   CheckSiluAndMul(1, 8192, /*misalign=*/1, rng);

@@ -1,6 +1,7 @@
 // RoPE against Hugging Face values (computed once with torch from
 // transformers' _compute_default_rope_parameters / _compute_llama3_parameters
-// and pasted here) and against a naive rotate_half formula.
+// / _compute_linear_scaling_rope_parameters / _compute_yarn_parameters and
+// pasted here) and against a naive rotate_half formula.
 #include "kernels/cpu/rope.h"
 
 #include <gtest/gtest.h>
@@ -26,7 +27,7 @@ void ExpectRelNear(float got, double want, double rel, const std::string& what) 
 // are divided by 8.
 TEST(RopeTest, Llama31InvFreqMatchesTransformers) {
   const RotaryEmbedding plain(128, 500000.0f, std::nullopt, 16);
-  const RotaryEmbedding scaled(128, 500000.0f, Llama3RopeScaling{8.0f, 1.0f, 4.0f, 8192}, 16);
+  const RotaryEmbedding scaled(128, 500000.0f, RopeScalingParams{8.0f, 1.0f, 4.0f, 8192}, 16);
   struct Row {
     int i;
     double plain, scaled;
@@ -48,7 +49,7 @@ TEST(RopeTest, Llama31InvFreqMatchesTransformers) {
 
 // Llama 3.2 1B: head_dim 64, factor 32.
 TEST(RopeTest, Llama32InvFreqMatchesTransformers) {
-  const RotaryEmbedding rope(64, 500000.0f, Llama3RopeScaling{32.0f, 1.0f, 4.0f, 8192}, 16);
+  const RotaryEmbedding rope(64, 500000.0f, RopeScalingParams{32.0f, 1.0f, 4.0f, 8192}, 16);
   const std::pair<int, double> rows[] = {
       {0, 1.000000000e+00},  {13, 4.839421250e-03}, {14, 3.211446106e-03}, {15, 1.290548011e-03},
       {16, 4.295567051e-04}, {17, 9.708286234e-05}, {18, 1.946163866e-05}, {31, 9.418306490e-08},
@@ -58,16 +59,70 @@ TEST(RopeTest, Llama32InvFreqMatchesTransformers) {
   }
 }
 
+// linear: every frequency divided by the factor (theta 500000, factor 4).
+TEST(RopeTest, LinearInvFreqMatchesTransformers) {
+  RopeScalingParams c;
+  c.type = RopeScalingType::kLinear;
+  c.factor = 4.0f;
+  const RotaryEmbedding rope(128, 500000.0f, c, 16);
+  ExpectRelNear(rope.inv_freq()[0], 2.500000000e-01, 1e-6, "inv_freq 0");
+  ExpectRelNear(rope.inv_freq()[31], 4.340116866e-04, 1e-6, "inv_freq 31");
+  ExpectRelNear(rope.inv_freq()[63], 6.137851756e-07, 1e-6, "inv_freq 63");
+  EXPECT_FLOAT_EQ(rope.Cos(0)[5], 1.0f);  // no attention factor
+}
+
+// yarn as Qwen2.5 documents it (head_dim 128, theta 1e6, factor 4, original
+// 32768): correction range [23, 40]; below it the original frequencies,
+// above it divided by 4, a ramp in between; cos and sin times
+// 0.1 ln 4 + 1.
+TEST(RopeTest, YarnMatchesTransformers) {
+  RopeScalingParams c;
+  c.type = RopeScalingType::kYarn;
+  c.factor = 4.0f;
+  c.original_max_position_embeddings = 32768;
+  c.attention_factor = static_cast<float>(0.1 * std::log(4.0) + 1.0);
+  const RotaryEmbedding rope(128, 1000000.0f, c, 100001);
+  const std::pair<int, double> rows[] = {
+      {0, 1.000000000e+00},  {1, 8.058422208e-01},  {10, 1.154782027e-01},
+      {19, 1.654817164e-02}, {20, 1.333521493e-02}, {21, 1.074607857e-02},
+      {30, 1.064360957e-03}, {40, 4.445698505e-05}, {41, 3.582531644e-05},
+      {50, 5.133812465e-06}, {63, 3.102344408e-07},
+  };
+  for (const auto& [i, want] : rows) {
+    ExpectRelNear(rope.inv_freq()[i], want, 1e-6, "inv_freq " + std::to_string(i));
+  }
+  EXPECT_NEAR(rope.Cos(100000)[20], 9.620986879e-02, 2e-5);
+  EXPECT_NEAR(rope.Sin(100000)[20], 1.134557486e+00, 2e-5);
+  EXPECT_NEAR(rope.Cos(0)[7], 1.138629436, 1e-6);  // the attention factor itself
+}
+
+// yarn without truncation (a fractional correction range [8.06, 20.1]).
+TEST(RopeTest, YarnWithoutTruncationMatchesTransformers) {
+  RopeScalingParams c;
+  c.type = RopeScalingType::kYarn;
+  c.factor = 8.0f;
+  c.original_max_position_embeddings = 2048;
+  c.truncate = false;
+  const RotaryEmbedding rope(64, 10000.0f, c, 16);
+  const std::pair<int, double> rows[] = {
+      {0, 1.000000000e+00},  {5, 2.371373624e-01},  {10, 4.832290858e-02},
+      {15, 6.614006590e-03}, {20, 4.194592184e-04}, {31, 1.666901881e-05},
+  };
+  for (const auto& [i, want] : rows) {
+    ExpectRelNear(rope.inv_freq()[i], want, 1e-6, "inv_freq " + std::to_string(i));
+  }
+}
+
 // transformers' cos/sin at a large position: fp32 angle, then cos/sin.
 TEST(RopeTest, CosSinMatchTransformersAtLargePosition) {
-  const RotaryEmbedding rope(128, 500000.0f, Llama3RopeScaling{8.0f, 1.0f, 4.0f, 8192}, 6000);
+  const RotaryEmbedding rope(128, 500000.0f, RopeScalingParams{8.0f, 1.0f, 4.0f, 8192}, 6000);
   EXPECT_NEAR(rope.Cos(5000)[40], 9.853460789e-01, 1e-6);
   EXPECT_NEAR(rope.Sin(5000)[40], 1.705670506e-01, 1e-6);
 }
 
 // The llama3 rule written naively in double, on a config of our own.
 TEST(RopeTest, Llama3RuleMatchesNaiveFormula) {
-  const Llama3RopeScaling c{4.0f, 1.0f, 2.0f, 1024};
+  const RopeScalingParams c{4.0f, 1.0f, 2.0f, 1024};
   const int32_t dim = 64;
   const double theta = 10000.0;
   const RotaryEmbedding rope(dim, static_cast<float>(theta), c, 16);
@@ -146,13 +201,33 @@ TEST(RopeTest, NullKeyIsSkipped) {
 
 TEST(RopeTest, ValidationAndPositions) {
   std::string error;
-  EXPECT_TRUE(RotaryEmbedding::Validate(128, 500000.0f, Llama3RopeScaling{}, 8192, &error))
+  EXPECT_TRUE(RotaryEmbedding::Validate(128, 500000.0f, RopeScalingParams{}, 8192, &error))
       << error;
   EXPECT_FALSE(RotaryEmbedding::Validate(127, 10000.0f, std::nullopt, 16, &error));
   EXPECT_FALSE(RotaryEmbedding::Validate(64, 0.0f, std::nullopt, 16, &error));
   EXPECT_FALSE(RotaryEmbedding::Validate(64, 10000.0f, std::nullopt, 0, &error));
-  EXPECT_FALSE(RotaryEmbedding::Validate(64, 10000.0f, Llama3RopeScaling{8.0f, 4.0f, 1.0f, 8192},
+  EXPECT_FALSE(RotaryEmbedding::Validate(64, 10000.0f, RopeScalingParams{8.0f, 4.0f, 1.0f, 8192},
                                          16, &error));
+  RopeScalingParams linear;
+  linear.type = RopeScalingType::kLinear;
+  linear.factor = 2.0f;
+  EXPECT_TRUE(RotaryEmbedding::Validate(64, 10000.0f, linear, 16, &error)) << error;
+  linear.factor = 0.0f;
+  EXPECT_FALSE(RotaryEmbedding::Validate(64, 10000.0f, linear, 16, &error));
+  RopeScalingParams yarn;
+  yarn.type = RopeScalingType::kYarn;
+  yarn.factor = 4.0f;
+  EXPECT_TRUE(RotaryEmbedding::Validate(64, 10000.0f, yarn, 16, &error)) << error;
+  for (float RopeScalingParams::*field : {&RopeScalingParams::beta_fast,
+                                          &RopeScalingParams::beta_slow,
+                                          &RopeScalingParams::attention_factor}) {
+    RopeScalingParams bad = yarn;
+    bad.*field = 0.0f;
+    EXPECT_FALSE(RotaryEmbedding::Validate(64, 10000.0f, bad, 16, &error));
+  }
+  yarn.original_max_position_embeddings = 0;
+  EXPECT_FALSE(RotaryEmbedding::Validate(64, 10000.0f, yarn, 16, &error));
+  EXPECT_NE(error.find("yarn"), std::string::npos) << error;
   const RotaryEmbedding rope(64, 10000.0f, std::nullopt, 8);
   const int32_t ok[] = {0, 7}, bad[] = {3, 8};
   EXPECT_TRUE(rope.CheckPositions(ok, 2, &error)) << error;

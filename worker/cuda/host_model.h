@@ -50,7 +50,7 @@ struct HostModel {
   int32_t vocab_padded = 0;
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;
-  std::optional<kernels::cpu::Llama3RopeScaling> rope_scaling;
+  std::optional<kernels::cpu::RopeScalingParams> rope_scaling;
   int32_t max_position = 0;  // max_position_embeddings: the RoPE table's length
   bool qkv_bias = false;     // Qwen2: every layer has qkv_bias
   bool tied_embeddings = false;
