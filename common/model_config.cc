@@ -313,12 +313,16 @@ absl::Status ParseRope(const json& root, std::string_view source, ModelConfig& c
     s.type = RopeScalingType::kLinear;
     if (r.Get("factor") == nullptr) return r.Error("factor", "required but missing");
     FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", 1.0f));
+  } else if (*type == "dynamic") {
+    s.type = RopeScalingType::kDynamic;
+    if (r.Get("factor") == nullptr) return r.Error("factor", "required but missing");
+    FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", 1.0f));
   } else if (*type == "yarn") {
     s.type = RopeScalingType::kYarn;
     if (absl::Status st = ParseYarn(r, c, s); !st.ok()) return st;
   } else {
     return r.Error(type_field, absl::StrCat("unsupported rope scaling type '", *type,
-                                            "' (supported: llama3, linear, yarn)"));
+                                            "' (supported: llama3, linear, yarn, dynamic)"));
   }
   c.rope_scaling = s;
   const double max_len =
@@ -514,6 +518,7 @@ int32_t ModelConfig::MaxModelLen() const {
   double len = max_position_embeddings;
   switch (rope_scaling->type) {
     case RopeScalingType::kLlama3:
+    case RopeScalingType::kDynamic:
       break;
     case RopeScalingType::kLinear:
       len = double{max_position_embeddings} * rope_scaling->factor;

@@ -21,10 +21,13 @@ enum class ModelArchitecture { kLlama, kMistral, kQwen2 };
 
 // RoPE scaling (config.json's `rope_scaling`, or transformers v5's
 // `rope_parameters`): Llama 3.1's frequency-dependent "llama3", "linear"
-// (position interpolation) and "yarn". Unset fields hold transformers'
-// defaults; the yarn attention factor is resolved from mscale /
-// mscale_all_dim / the factor as transformers does.
-enum class RopeScalingType { kLlama3, kLinear, kYarn };
+// (position interpolation), "yarn" and "dynamic" (NTK). Unset fields hold
+// transformers' defaults; the yarn attention factor is resolved from mscale /
+// mscale_all_dim / the factor as transformers does. Dynamic NTK changes
+// nothing within max_position_embeddings in transformers (its base grows
+// only past it), so folio serves such models up to there with the plain
+// frequencies: exactly transformers' output, where vLLM would stretch both.
+enum class RopeScalingType { kLlama3, kLinear, kYarn, kDynamic };
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kLlama3;
   float factor = 8.0f;
@@ -84,7 +87,8 @@ struct ModelConfig {
   int32_t CacheWindow() const;
   // The longest context the model serves, as vLLM derives it:
   // max_position_embeddings, times the factor of linear rope scaling; for
-  // yarn, original_max_position_embeddings times the factor.
+  // yarn, original_max_position_embeddings times the factor (dynamic NTK:
+  // max_position_embeddings, see RopeScalingType).
   int32_t MaxModelLen() const;
 
   // Adds the end tokens of a generation_config.json (text) to c.eos_token_ids.
@@ -103,8 +107,8 @@ struct ModelConfig {
   // Required: architectures (or model_type), hidden_size, intermediate_size,
   // num_hidden_layers, num_attention_heads, vocab_size. Everything else has
   // the Hugging Face default for the architecture. Rejected as unsupported:
-  // other architectures, rope scaling types other than llama3, linear and
-  // yarn (dynamic NTK, longrope), per-layer-type rope_parameters, dtypes other
+  // other architectures, rope scaling types other than llama3, linear, yarn and
+  // dynamic (longrope), per-layer-type rope_parameters, dtypes other
   // than float32/float16/bfloat16, hidden_act other than silu, and Llama's
   // attention_bias / mlp_bias (they would add biases we do not load).
   static absl::StatusOr<ModelConfig> Parse(std::string_view json_text, std::string_view source);

@@ -11,8 +11,12 @@
 
 namespace folio {
 
+// Dynamic NTK leaves the frequencies as they are within the context folio
+// serves (ModelConfig::MaxModelLen).
 inline std::optional<kernels::cpu::RopeScalingParams> RopeScalingOf(const ModelConfig& c) {
-  if (!c.rope_scaling.has_value()) return std::nullopt;
+  if (!c.rope_scaling.has_value() || c.rope_scaling->type == RopeScalingType::kDynamic) {
+    return std::nullopt;
+  }
   const RopeScaling& s = *c.rope_scaling;
   kernels::cpu::RopeScalingParams p;
   p.factor = s.factor;
@@ -29,6 +33,8 @@ inline std::optional<kernels::cpu::RopeScalingParams> RopeScalingOf(const ModelC
     case RopeScalingType::kYarn:
       p.type = kernels::cpu::RopeScalingType::kYarn;
       break;
+    case RopeScalingType::kDynamic:
+      break;  // returned above
   }
   p.beta_fast = s.beta_fast;
   p.beta_slow = s.beta_slow;

@@ -275,6 +275,19 @@ TEST(ModelConfigTest, LinearRopeScalingStretchesTheContext) {
   EXPECT_EQ(c.MaxModelLen(), 16384);
 }
 
+// Dynamic NTK: transformers scales nothing within max_position_embeddings,
+// which is as far as folio serves it.
+TEST(ModelConfigTest, DynamicRopeScalingKeepsTheContext) {
+  json j = json::parse(kMinimal);
+  j["max_position_embeddings"] = 4096;
+  j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+  ModelConfig c = MustParse(j.dump());
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, RopeScalingType::kDynamic);
+  EXPECT_FLOAT_EQ(c.rope_scaling->factor, 2.0f);
+  EXPECT_EQ(c.MaxModelLen(), 4096);
+}
+
 // Qwen2.5's recipe for 128k contexts, as its model card gives it.
 TEST(ModelConfigTest, YarnAsQwenDocumentsIt) {
   json j = json::parse(kQwen2);
@@ -371,9 +384,11 @@ INSTANTIATE_TEST_SUITE_P(
                   "'architectures': required"},
         ErrorCase{"bad_model_type", R"({"architectures": null, "model_type": "gemma"})",
                   "'model_type': unsupported architecture 'gemma'"},
-        ErrorCase{"rope_dynamic", R"({"rope_scaling": {"rope_type": "dynamic"}})",
-                  "'rope_scaling.rope_type': unsupported rope scaling type 'dynamic' "
-                  "(supported: llama3, linear, yarn)"},
+        ErrorCase{"rope_longrope", R"({"rope_scaling": {"rope_type": "longrope"}})",
+                  "'rope_scaling.rope_type': unsupported rope scaling type 'longrope' "
+                  "(supported: llama3, linear, yarn, dynamic)"},
+        ErrorCase{"rope_dynamic_no_factor", R"({"rope_scaling": {"rope_type": "dynamic",
+                  "factor": null}})", "'rope_scaling.factor': required"},
         ErrorCase{"rope_longrope_old_key",
                   R"({"rope_scaling": {"rope_type": null, "type": "longrope"}})",
                   "'rope_scaling.type': unsupported rope scaling type 'longrope'"},
@@ -398,7 +413,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"rope_params_partial", R"({"rope_parameters": {"rope_type": "default",
                   "partial_rotary_factor": 0.25}})",
                   "'rope_parameters.partial_rotary_factor': 0.25 is not supported"},
-        ErrorCase{"rope_params_dynamic", R"({"rope_parameters": {"rope_type": "dynamic",
+        ErrorCase{"rope_params_su", R"({"rope_parameters": {"rope_type": "su",
                   "factor": 2}})", "'rope_parameters.rope_type': unsupported"},
         ErrorCase{"rope_not_object", R"({"rope_scaling": 8})", "'rope_scaling'"},
         ErrorCase{"rope_bad_factor", R"({"rope_scaling": {"factor": -1}})",
