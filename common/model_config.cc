@@ -241,12 +241,14 @@ absl::Status ParseYarn(const Fields& r, const ModelConfig& c, RopeScaling& s) {
     return absl::OkStatus();
   }
   // DeepSeek-style mscale / mscale_all_dim, else the paper's 0.1 ln(s) + 1.
+  // (transformers tests `if mscale and mscale_all_dim`: 0 means unset.)
   float mscale = 0.0f, mscale_all_dim = 0.0f;
-  if (r.Get("mscale") != nullptr) {
-    FOLIO_ASSIGN_OR_RETURN_CFG(mscale, r.PositiveFloat("mscale", 1.0f));
-  }
-  if (r.Get("mscale_all_dim") != nullptr) {
-    FOLIO_ASSIGN_OR_RETURN_CFG(mscale_all_dim, r.PositiveFloat("mscale_all_dim", 1.0f));
+  for (auto [field, value] : {std::pair{"mscale", &mscale},
+                              std::pair{"mscale_all_dim", &mscale_all_dim}}) {
+    const json* v = r.Get(field);
+    if (v != nullptr && !(v->is_number() && v->get<double>() == 0.0)) {
+      FOLIO_ASSIGN_OR_RETURN_CFG(*value, r.PositiveFloat(field, 1.0f));
+    }
   }
   const double f = s.factor;
   s.attention_factor = static_cast<float>(

@@ -318,11 +318,16 @@ def make_hf_config(*, hidden_size, intermediate_size, num_hidden_layers, num_att
                    rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=None,
                    tie_word_embeddings=False, bos_token_id=None, eos_token_id=None,
                    torch_dtype="bfloat16", architecture="LlamaForCausalLM",
-                   write_head_dim=True, sliding_window=None, max_window_layers=None):
+                   write_head_dim=True, sliding_window=None, max_window_layers=None,
+                   config_layout="v4"):
     """A config.json dict for LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM.
 
     eos_token_id may be an int or a list of ints (Llama 3.x style).
-    rope_scaling: None or a dict such as llama3_rope_scaling().
+    rope_scaling: None or a dict such as llama3_rope_scaling(), linear_rope_scaling() or
+    yarn_rope_scaling().
+    config_layout: "v4" writes top-level "rope_theta" and "rope_scaling"; "v5" (transformers
+    v5) writes neither but "rope_parameters": the scaling dict with rope_theta inside, or
+    {"rope_type": "default", "rope_theta": T} without scaling.
     sliding_window: None or a window size W (Mistral, Qwen2 only).  Mistral writes it as
     "sliding_window" (every layer windowed); Qwen2 writes use_sliding_window true,
     sliding_window W and max_window_layers (layers i >= max_window_layers are windowed).
@@ -334,6 +339,8 @@ def make_hf_config(*, hidden_size, intermediate_size, num_hidden_layers, num_att
                              f"not {architecture}")
         if not isinstance(sliding_window, int) or sliding_window < 1:
             raise ValueError(f"sliding_window must be a positive int, not {sliding_window!r}")
+    if config_layout not in ("v4", "v5"):
+        raise ValueError(f"config_layout must be 'v4' or 'v5', not {config_layout!r}")
     if max_window_layers is not None:
         if architecture != "Qwen2ForCausalLM":
             raise ValueError("max_window_layers is a Qwen2ForCausalLM setting")
@@ -354,11 +361,14 @@ def make_hf_config(*, hidden_size, intermediate_size, num_hidden_layers, num_att
         cfg["head_dim"] = head_dim
     elif head_dim != hidden_size // num_attention_heads:
         raise ValueError("head_dim must be written when it is not hidden_size / num_attention_heads")
+    cfg.update({"hidden_act": "silu", "rms_norm_eps": rms_norm_eps})
+    if config_layout == "v5":
+        params = dict(rope_scaling or {"rope_type": "default"})
+        kind = params.pop("rope_type", params.pop("type", "default"))
+        cfg["rope_parameters"] = {"rope_type": kind, "rope_theta": rope_theta, **params}
+    else:
+        cfg.update({"rope_theta": rope_theta, "rope_scaling": rope_scaling})
     cfg.update({
-        "hidden_act": "silu",
-        "rms_norm_eps": rms_norm_eps,
-        "rope_theta": rope_theta,
-        "rope_scaling": rope_scaling,
         "max_position_embeddings": max_position_embeddings,
         "vocab_size": vocab_size,
         "tie_word_embeddings": tie_word_embeddings,
@@ -386,6 +396,56 @@ def llama3_rope_scaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
     return {"rope_type": "llama3", "factor": factor, "low_freq_factor": low_freq_factor,
             "high_freq_factor": high_freq_factor,
             "original_max_position_embeddings": original_max_position_embeddings}
+
+
+def config_rope_scaling(cfg):
+    """The rope scaling dict of a config dict (v5 "rope_parameters" or v4 "rope_scaling"),
+    None when absent or of type "default"."""
+    scaling = cfg.get("rope_parameters") if "rope_parameters" in cfg else cfg.get("rope_scaling")
+    if scaling and scaling.get("rope_type", scaling.get("type")) in (None, "default"):
+        return None
+    return scaling or None
+
+
+def served_context(cfg):
+    """The longest sequence a server takes from the config, as vLLM derives it:
+    max_position_embeddings, times the factor for linear rope scaling; for yarn,
+    original_max_position_embeddings (else max_position_embeddings) times the factor."""
+    n = cfg["max_position_embeddings"]
+    scaling = config_rope_scaling(cfg)
+    if not scaling:
+        return n
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "linear":
+        return int(n * scaling["factor"])
+    if kind == "yarn":
+        original = scaling.get("original_max_position_embeddings")
+        factor = scaling.get("factor")
+        if factor is None:
+            factor = n / original
+        return int((original or n) * factor)
+    return n
+
+
+def linear_rope_scaling(factor):
+    return {"rope_type": "linear", "factor": factor}
+
+
+def yarn_rope_scaling(factor=None, original_max_position_embeddings=None, **extras):
+    """{"rope_type": "yarn", ...} with only the fields given (not None): factor,
+    original_max_position_embeddings and extras among attention_factor, mscale,
+    mscale_all_dim, beta_fast, beta_slow, truncate."""
+    allowed = {"attention_factor", "mscale", "mscale_all_dim", "beta_fast", "beta_slow", "truncate"}
+    unknown = set(extras) - allowed
+    if unknown:
+        raise ValueError(f"unknown yarn fields {sorted(unknown)}")
+    out = {"rope_type": "yarn"}
+    fields = {"factor": factor,
+              "original_max_position_embeddings": original_max_position_embeddings, **extras}
+    out.update({k: v for k, v in fields.items() if v is not None})
+    if "factor" not in out and "original_max_position_embeddings" not in out:
+        raise ValueError("yarn needs a factor or original_max_position_embeddings")
+    return out
 
 
 def write_json(path, obj, indent=2):

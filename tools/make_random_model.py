@@ -12,6 +12,22 @@
     /usr/bin/python3 tools/make_random_model.py --out /tmp/l3 --llama3-rope-scaling \\
         --eos-token-id 2047,2046
 
+    # yarn rope scaling (Qwen2): factor 4 over an original context of 32, so folio
+    # serves 128 positions (original * factor) though max_position_embeddings is 32;
+    # prompts of up to 90 tokens run past the original context
+    /usr/bin/python3 tools/make_random_model.py --out /tmp/y --qwen2 --rope-type yarn \\
+        --rope-factor 4 --rope-original-max 32 --max-position-embeddings 32 \\
+        --rope-theta 1000000 --prompt-len 20,40,60,90 --reference 4
+
+    # transformers v5 layout ("rope_parameters" holds rope_type, rope_theta and the rest):
+    # yarn with DeepSeek-style mscale / mscale_all_dim; linear scaling by 2 (128 positions)
+    /usr/bin/python3 tools/make_random_model.py --out /tmp/y5 --config-layout v5 \\
+        --rope-type yarn --rope-factor 8 --rope-original-max 16 --rope-mscale 1 \\
+        --rope-mscale-all-dim 0.5 --prompt-len 10,30,60,100 --reference 4
+    /usr/bin/python3 tools/make_random_model.py --out /tmp/l5 --config-layout v5 \\
+        --rope-type linear --rope-factor 2 --rope-theta 500000 \\
+        --max-position-embeddings 64 --prompt-len 10,50,80,100 --reference 4
+
     # sliding-window attention: Mistral, window 6 on every layer; Qwen2, window 5 on
     # layers >= 1 only; prompts of 10-20 tokens so that every sequence outgrows the window
     /usr/bin/python3 tools/make_random_model.py --out /tmp/mw --mistral --sliding-window 6 \\
@@ -26,7 +42,11 @@ token ids, by default of 1, 7, 16, 17, 33, 5, 64, 12 tokens after BOS in turn, o
 --prompt-len's; greedy continuations and log-probs from tools/train_demo_model.py's
 torch forward pass on the stored, dtype-rounded weights in float32, with the
 sliding window applied as Hugging Face transformers does: see
-train_demo_model.layer_sliding_windows).
+train_demo_model.layer_sliding_windows, and the rope scaling as transformers
+computes it: see train_demo_model.rope_inv_freq). Every reference sequence
+(BOS, prompt, continuation) must fit in the context a server takes from the config
+(folio_model_io.served_context: max_position_embeddings, times the factor of linear
+rope scaling; original_max_position_embeddings times the factor for yarn).
 
 The tokenizer is models/folio-demo/tokenizer.json when it exists (its first merges
 only, if --vocab-size is below 2048; specials always take the last two ids of the
@@ -46,6 +66,8 @@ import train_demo_model as tdm  # noqa: E402
 
 DEMO_TOKENIZER = os.path.join(tdm.REPO, "models", "folio-demo", "tokenizer.json")
 DEFAULT_PROMPT_LENGTHS = (1, 7, 16, 17, 33, 5, 64, 12)
+YARN_EXTRAS = ("--rope-attention-factor", "--rope-mscale", "--rope-mscale-all-dim",
+               "--rope-beta-fast", "--rope-beta-slow")
 
 
 def parse_args(argv=None):
@@ -70,11 +92,22 @@ def parse_args(argv=None):
                          "--sliding-window: every layer)")
     ap.add_argument("--no-head-dim-in-config", action="store_true",
                     help="omit head_dim from config.json (as Qwen2 configs do); needs head_dim == hidden/heads")
+    ap.add_argument("--rope-type", choices=["llama3", "linear", "yarn"], default=None,
+                    help="rope scaling (default none). llama3: low 1, high 4, factor 8 and "
+                         "original 8192 unless given; linear: needs --rope-factor; yarn: "
+                         "--rope-factor and/or --rope-original-max, and the optional extras")
     ap.add_argument("--llama3-rope-scaling", action="store_true",
-                    help='rope_scaling {"rope_type": "llama3", factor 8, low 1, high 4, original 8192}')
-    ap.add_argument("--rope-factor", type=float, default=8.0)
-    ap.add_argument("--rope-original-max", type=int, default=8192)
+                    help="same as --rope-type llama3")
+    ap.add_argument("--rope-factor", type=float, default=None)
+    ap.add_argument("--rope-original-max", type=int, default=None,
+                    help="original_max_position_embeddings (llama3, yarn)")
+    yarn_extras = ap.add_argument_group("yarn extras, written only when given")
+    for flag in YARN_EXTRAS:
+        yarn_extras.add_argument(flag, type=float, default=None)
     ap.add_argument("--rope-theta", type=float, default=10000.0)
+    ap.add_argument("--config-layout", choices=["v4", "v5"], default="v4",
+                    help="v4: top-level rope_theta and rope_scaling; v5 (transformers v5): "
+                         "rope_parameters with rope_theta inside, and neither of those")
     ap.add_argument("--rms-norm-eps", type=float, default=1e-5)
     ap.add_argument("--max-position-embeddings", type=int, default=2048)
     ap.add_argument("--eos-token-id", default=None,
@@ -107,6 +140,25 @@ def parse_args(argv=None):
             ap.error("--max-window-layers must be at least 0")
     elif a.qwen2 and a.sliding_window is not None:
         a.max_window_layers = 0
+    if a.llama3_rope_scaling:
+        if a.rope_type not in (None, "llama3"):
+            ap.error(f"--llama3-rope-scaling contradicts --rope-type {a.rope_type}")
+        a.rope_type = "llama3"
+    a.rope_extras = {flag[len("--rope-"):].replace("-", "_"): getattr(a, flag[2:].replace("-", "_"))
+                     for flag in YARN_EXTRAS}
+    a.rope_extras = {k: v for k, v in a.rope_extras.items() if v is not None}
+    if a.rope_type is None and (a.rope_factor is not None or a.rope_original_max is not None):
+        ap.error("--rope-factor / --rope-original-max need --rope-type")
+    if a.rope_extras and a.rope_type != "yarn":
+        ap.error("--rope-attention-factor, --rope-mscale, --rope-mscale-all-dim, "
+                 "--rope-beta-fast and --rope-beta-slow need --rope-type yarn")
+    if a.rope_type == "linear":
+        if a.rope_factor is None:
+            ap.error("--rope-type linear needs --rope-factor")
+        if a.rope_original_max is not None:
+            ap.error("--rope-original-max is not a linear rope scaling field")
+    if a.rope_type == "yarn" and a.rope_factor is None and a.rope_original_max is None:
+        ap.error("--rope-type yarn needs --rope-factor and/or --rope-original-max")
     if a.prompt_len is None:
         a.prompt_lengths = list(DEFAULT_PROMPT_LENGTHS)
     else:
@@ -140,9 +192,15 @@ def make_config(a, tok):
         ids = [int(x) for x in a.eos_token_id.split(",")]
         eos = ids if len(ids) > 1 or "," in a.eos_token_id else ids[0]
     arch = "Qwen2ForCausalLM" if a.qwen2 else "MistralForCausalLM" if a.mistral else "LlamaForCausalLM"
-    scaling = (mio.llama3_rope_scaling(factor=a.rope_factor,
-                                       original_max_position_embeddings=a.rope_original_max)
-               if a.llama3_rope_scaling else None)
+    scaling = None
+    if a.rope_type == "llama3":
+        scaling = mio.llama3_rope_scaling(
+            factor=8.0 if a.rope_factor is None else a.rope_factor,
+            original_max_position_embeddings=a.rope_original_max or 8192)
+    elif a.rope_type == "linear":
+        scaling = mio.linear_rope_scaling(a.rope_factor)
+    elif a.rope_type == "yarn":
+        scaling = mio.yarn_rope_scaling(a.rope_factor, a.rope_original_max, **a.rope_extras)
     return mio.make_hf_config(
         hidden_size=a.hidden_size, intermediate_size=inter, num_hidden_layers=a.layers,
         num_attention_heads=a.heads, num_key_value_heads=a.kv_heads or a.heads, head_dim=head_dim,
@@ -151,7 +209,7 @@ def make_config(a, tok):
         tie_word_embeddings=a.tie, bos_token_id=tok.bos_id, eos_token_id=eos,
         torch_dtype=mio.hf_torch_dtype(a.dtype), architecture=arch,
         write_head_dim=not a.no_head_dim_in_config, sliding_window=a.sliding_window,
-        max_window_layers=a.max_window_layers)
+        max_window_layers=a.max_window_layers, config_layout=a.config_layout)
 
 
 def random_weights(model, std, generator):
@@ -245,6 +303,10 @@ def main(argv=None):
     files = mio.save_sharded(a.out, state, dtype, a.shards)
     tok.save(os.path.join(a.out, "tokenizer.json"))
     if a.reference:
+        longest = 1 + max(a.prompt_lengths[:8 * a.reference]) + a.reference_tokens
+        if longest > mio.served_context(cfg):
+            raise SystemExit(f"a reference sequence of {longest} tokens outgrows the model's "
+                             f"context of {mio.served_context(cfg)} positions")
         model.load_state_dict(state)
         model.eval()
         ref = random_reference(model, tok, cfg, a.reference, a.reference_tokens, g, a.min_margin,

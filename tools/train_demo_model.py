@@ -118,31 +118,101 @@ def load_corpus():
 # The model: plain torch modules whose parameter names are the HF tensor names.
 
 
-def rope_inv_freq(head_dim, theta, rope_scaling=None):
-    """HF's inverse frequencies (float64 math), with llama3 scaling when configured."""
+def rope_theta_and_scaling(config):
+    """(rope_theta, scaling dict or None) of a config.json dict.
+
+    transformers v5 keeps both in "rope_parameters" (rope_theta inside it; rope_type
+    "default" is no scaling); v4 has a top-level "rope_theta" and "rope_scaling"."""
+    params = config.get("rope_parameters") or {}
+    theta = params.get("rope_theta", config.get("rope_theta", 10000.0))
+    return theta, mio.config_rope_scaling(config)
+
+
+def _yarn_get_mscale(scale, mscale=1.0):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _yarn_factor_and_original(rope_scaling, max_position_embeddings):
+    """transformers' _compute_yarn_parameters: (factor, original context length)."""
+    original = rope_scaling.get("original_max_position_embeddings")
+    factor = rope_scaling.get("factor")
+    if factor is None:
+        if original is None:
+            raise ValueError("yarn needs a factor or original_max_position_embeddings")
+        factor = max_position_embeddings / original
+    return factor, original or max_position_embeddings
+
+
+def rope_attention_factor(rope_scaling, max_position_embeddings=None):
+    """The factor on cos and sin: 1 but for yarn (its attention_factor, as transformers
+    derives it from mscale / mscale_all_dim / the factor when not given)."""
+    if not rope_scaling or rope_scaling.get("rope_type", rope_scaling.get("type")) != "yarn":
+        return 1.0
+    factor, _ = _yarn_factor_and_original(rope_scaling, max_position_embeddings)
+    attention_factor = rope_scaling.get("attention_factor")
+    if attention_factor is not None:
+        return attention_factor
+    mscale, mscale_all_dim = rope_scaling.get("mscale"), rope_scaling.get("mscale_all_dim")
+    if mscale and mscale_all_dim:
+        return _yarn_get_mscale(factor, mscale) / _yarn_get_mscale(factor, mscale_all_dim)
+    return _yarn_get_mscale(factor)
+
+
+def rope_inv_freq(head_dim, theta, rope_scaling=None, max_position_embeddings=None):
+    """HF's inverse frequencies (float64 math), with the configured scaling: "llama3",
+    "linear" or "yarn" as transformers' _compute_*_parameters.  max_position_embeddings
+    (the config's) is only read by yarn, for a missing factor or original length."""
     inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
-    if rope_scaling:
-        kind = rope_scaling.get("rope_type", rope_scaling.get("type"))
-        if kind != "llama3":
-            raise ValueError(f"unsupported rope_scaling {kind}")
-        factor = rope_scaling["factor"]
-        low, high = rope_scaling["low_freq_factor"], rope_scaling["high_freq_factor"]
-        old_len = rope_scaling["original_max_position_embeddings"]
-        low_wavelen, high_wavelen = old_len / low, old_len / high
-        wavelen = 2 * math.pi / inv
-        scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
-        smooth = (old_len / wavelen - low) / (high - low)
-        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-        medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
-        inv = torch.where(medium, smoothed, scaled)
-    return inv
+    if not rope_scaling:
+        return inv
+    kind = rope_scaling.get("rope_type", rope_scaling.get("type"))
+    if kind in (None, "default", "dynamic"):
+        # dynamic NTK: transformers grows the base only past max_position_embeddings,
+        # beyond what folio serves
+        return inv
+    if kind == "linear":
+        return inv / rope_scaling["factor"]
+    if kind == "yarn":
+        factor, original = _yarn_factor_and_original(rope_scaling, max_position_embeddings)
+        beta_fast = rope_scaling.get("beta_fast") or 32
+        beta_slow = rope_scaling.get("beta_slow") or 1
+        truncate = rope_scaling.get("truncate", True)
+
+        def correction_dim(rotations):
+            return head_dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+        low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+        if truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, head_dim - 1)
+        if low == high:
+            high += 0.001  # transformers: "prevent singularity"
+        ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+        pos_freqs = theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+        extrapolation_factor = 1 - ramp
+        return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
+    if kind != "llama3":
+        raise ValueError(f"unsupported rope scaling {kind}")
+    factor = rope_scaling["factor"]
+    low, high = rope_scaling["low_freq_factor"], rope_scaling["high_freq_factor"]
+    old_len = rope_scaling["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old_len / low, old_len / high
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
+    smooth = (old_len / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, scaled)
 
 
-def rope_cos_sin(positions, inv_freq):
-    """cos, sin of shape [T, head_dim] (HF layout: the half-frequencies repeated)."""
+def rope_cos_sin(positions, inv_freq, attention_factor=1.0):
+    """cos, sin of shape [T, head_dim] (HF layout: the half-frequencies repeated), both
+    times attention_factor (yarn's; 1 otherwise)."""
     freqs = positions.to(torch.float64)[:, None] * inv_freq[None, :]
     emb = torch.cat([freqs, freqs], dim=-1)
-    return emb.cos().to(torch.float32), emb.sin().to(torch.float32)
+    return ((emb.cos() * attention_factor).to(torch.float32),
+            (emb.sin() * attention_factor).to(torch.float32))
 
 
 def rotate_half(x):
@@ -281,8 +351,11 @@ class LlamaForCausalLM(nn.Module):
         self.tied = bool(c["tie_word_embeddings"])
         if not self.tied:
             self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
-        self.register_buffer("inv_freq", rope_inv_freq(c["head_dim"], c["rope_theta"],
-                                                       c.get("rope_scaling")), persistent=False)
+        theta, scaling = rope_theta_and_scaling(c)
+        max_pos = c.get("max_position_embeddings")
+        self.register_buffer("inv_freq", rope_inv_freq(c["head_dim"], theta, scaling, max_pos),
+                             persistent=False)
+        self.rope_attention_factor = rope_attention_factor(scaling, max_pos)
 
     def init_weights(self, std=0.02):
         n_layers = self.config["num_hidden_layers"]
@@ -301,7 +374,7 @@ class LlamaForCausalLM(nn.Module):
         t = ids.shape[1]
         if positions is None:
             positions = torch.arange(t)
-        cos, sin = rope_cos_sin(positions, self.inv_freq)
+        cos, sin = rope_cos_sin(positions, self.inv_freq, self.rope_attention_factor)
         x = self.model.embed_tokens(ids)
         for layer in self.model.layers:
             x = layer(x, cos, sin)

@@ -3,9 +3,9 @@
 // torch forward pass (never our C++ code): greedy tokens identical,
 // log-probs of the chosen tokens and of the top 5 within the reference's
 // tolerance; every other case also scores its prompt (prompt_logprobs), checked
-// against the reference's forward pass over the prompt. The models are written into the build tree at test time by the
-// ctest fixture `random_models` (tests/client/CMakeLists.txt), one per
-// directory under FOLIO_RANDOM_MODELS_DIR:
+// against the reference's forward pass over the prompt. The models are written
+// into the build tree at test time by the ctest fixture `random_models`
+// (tests/client/CMakeLists.txt), one per directory under FOLIO_RANDOM_MODELS_DIR:
 //   llama_hd128  head_dim 128, 32 heads / 8 KV heads, BF16
 //   hd256        head_dim 256, tied embeddings, F16, 3 shards + index json
 //   qwen2        Qwen2 with QKV bias, tied embeddings, F32, no head_dim in config
@@ -16,7 +16,16 @@
 //                   too small for the batch unless the blocks that fell out of
 //                   the window go back (and get reused by the other sequences)
 //   qwen2_window    Qwen2 with a window of 5 on layer 1 only (max_window_layers 1)
+// and RoPE scaling that lengthens the context (ModelConfig::MaxModelLen, 128
+// positions for each), with prompts past the unscaled range:
+//   yarn            Qwen2, yarn factor 4 over original 32 = max_position_embeddings,
+//                   F32, block size 8, chunked prefill
+//   yarn_v5_mscale  transformers v5 rope_parameters, yarn factor 8 over original 16
+//                   with mscale / mscale_all_dim, GQA, head_dim 64, BF16
+//   linear_v5       v5 rope_parameters, linear factor 2 over 64 positions, F16
+//   mistral_v5      v5 rope_parameters without scaling ("default"): its rope_theta
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +33,7 @@
 #include <vector>
 
 #include "client/offline_engine.h"
+#include "common/model_config.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -38,6 +48,10 @@ struct Case {
   int32_t max_num_batched_tokens = 2048;
   int32_t num_device_blocks = 0;  // 0: a 32 MiB cache
   bool releases_blocks = false;   // every layer windowed: blocks leave the window
+  // > 0: the context the config gives (ModelConfig::MaxModelLen), served in
+  // full; with linear or yarn rope scaling some reference sequence must run
+  // past the unscaled range (max_position_embeddings; yarn: the original).
+  int32_t max_model_len = 0;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -79,6 +93,23 @@ TEST_P(RandomModelTest, GreedyTokensAndLogprobsMatchTheTorchReference) {
   o.check_invariants = true;
   absl::StatusOr<std::unique_ptr<OfflineEngine>> engine = OfflineEngine::Create(o);
   ASSERT_TRUE(engine.ok()) << engine.status();
+
+  if (c.max_model_len > 0) {
+    const ModelConfig& mc = (*engine)->model_config();
+    EXPECT_EQ(mc.MaxModelLen(), c.max_model_len);
+    EXPECT_EQ((*engine)->scheduler().config().max_model_len, c.max_model_len);
+    if (mc.rope_scaling.has_value() && mc.rope_scaling->type != RopeScalingType::kLlama3) {
+      const int32_t unscaled = mc.rope_scaling->type == RopeScalingType::kYarn
+                                   ? mc.rope_scaling->original_max_position_embeddings
+                                   : mc.max_position_embeddings;
+      size_t longest = 0;
+      for (const auto& rc : ref.at("cases")) {
+        longest = std::max(longest, rc.at("prompt_token_ids").size() + max_tokens);
+      }
+      EXPECT_GT(longest, static_cast<size_t>(unscaled));
+      EXPECT_LE(longest, static_cast<size_t>(c.max_model_len));
+    }
+  }
 
   // Every case in one batch: prefills of different lengths and decodes mixed.
   std::vector<OfflineEngine::Request> requests;
@@ -150,7 +181,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RandomModelTest,
                          ::testing::Values(Case{"llama_hd128"}, Case{"hd256"}, Case{"qwen2"},
                                            Case{"llama3"}, Case{"mistral", 8, 16},
                                            Case{"mistral_window", 8, 16, 8, true},
-                                           Case{"qwen2_window"}),
+                                           Case{"qwen2_window"},
+                                           Case{.name = "yarn",
+                                                .block_size = 8,
+                                                .max_num_batched_tokens = 32,
+                                                .max_model_len = 128},
+                                           Case{.name = "yarn_v5_mscale", .max_model_len = 128},
+                                           Case{.name = "linear_v5", .max_model_len = 128},
+                                           Case{.name = "mistral_v5", .max_model_len = 2048}),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -333,6 +333,13 @@ TEST(ModelConfigTest, YarnOptions) {
   EXPECT_FALSE(c.rope_scaling->truncate);
   EXPECT_EQ(c.MaxModelLen(), 163840);
 
+  // mscale 0 is unset (transformers: `if mscale and mscale_all_dim`).
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale", 0},
+                       {"mscale_all_dim", 1.0}};
+  c = MustParse(j.dump());
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_NEAR(c.rope_scaling->attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-6);
+
   // No original_max_position_embeddings: max_position_embeddings is it.
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
   c = MustParse(j.dump());

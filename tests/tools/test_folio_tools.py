@@ -11,6 +11,7 @@ and are skipped when the library is missing.
 import contextlib
 import io
 import json
+import math
 import os
 import shutil
 import struct
@@ -352,11 +353,169 @@ class RandomModelTest(unittest.TestCase):
         self.assertEqual((a.sliding_window, a.max_window_layers), (None, None))
         self.assertEqual(a.prompt_lengths, list(make_random_model.DEFAULT_PROMPT_LENGTHS))
 
+    def test_rope_scaling_flags(self):
+        d, cfg = self._make("--qwen2", "--rope-type", "yarn", "--rope-factor", "4",
+                            "--rope-original-max", "16", "--max-position-embeddings", "16",
+                            "--prompt-len", "30,40", "--dtype", "f32")
+        self.assertEqual(cfg["rope_scaling"], {"rope_type": "yarn", "factor": 4.0,
+                                               "original_max_position_embeddings": 16})
+        self.assertEqual(cfg["rope_theta"], 10000.0)
+        self.assertNotIn("rope_parameters", cfg)
+        self.assertEqual(mio.served_context(cfg), 64)
+        self._check(d, cfg, torch.float32)
+        d, cfg = self._make("--config-layout", "v5", "--rope-type", "yarn", "--rope-factor", "8",
+                            "--rope-original-max", "8", "--rope-mscale", "1",
+                            "--rope-mscale-all-dim", "0.5", "--rope-beta-fast", "16",
+                            "--rope-theta", "20000", "--prompt-len", "40")
+        self.assertNotIn("rope_theta", cfg)
+        self.assertNotIn("rope_scaling", cfg)
+        self.assertEqual(cfg["rope_parameters"], {
+            "rope_type": "yarn", "rope_theta": 20000.0, "factor": 8.0,
+            "original_max_position_embeddings": 8, "mscale": 1.0, "mscale_all_dim": 0.5,
+            "beta_fast": 16.0})
+        self._check(d, cfg, torch.bfloat16)
+        d, cfg = self._make("--config-layout", "v5", "--rope-type", "linear", "--rope-factor", "2",
+                            "--max-position-embeddings", "32", "--prompt-len", "50")
+        self.assertEqual(cfg["rope_parameters"],
+                         {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0})
+        self.assertEqual(mio.served_context(cfg), 64)
+        self._check(d, cfg, torch.bfloat16)
+        _, cfg = self._make("--config-layout", "v5", "--rope-theta", "5000")
+        self.assertEqual(cfg["rope_parameters"], {"rope_type": "default", "rope_theta": 5000.0})
+        _, cfg = self._make("--llama3-rope-scaling", "--config-layout", "v5")
+        self.assertEqual(cfg["rope_parameters"], dict(mio.llama3_rope_scaling(), rope_theta=10000.0))
+        _, cfg = self._make("--rope-type", "llama3", "--rope-factor", "2")
+        self.assertEqual(cfg["rope_scaling"], mio.llama3_rope_scaling(factor=2.0))
+
+    def test_rope_scaling_flag_errors(self):
+        bad = [["--rope-type", "linear"],  # no factor
+               ["--rope-type", "yarn"],  # neither factor nor original
+               ["--rope-type", "dynamic", "--rope-factor", "2"],
+               ["--rope-factor", "2"],  # no type
+               ["--rope-original-max", "16"],
+               ["--rope-type", "linear", "--rope-factor", "2", "--rope-mscale", "1"],
+               ["--rope-type", "linear", "--rope-factor", "2", "--rope-original-max", "16"],
+               ["--llama3-rope-scaling", "--rope-type", "yarn", "--rope-factor", "2"],
+               ["--config-layout", "v6"]]
+        for args in bad:
+            with self.subTest(args=args), self.assertRaises(SystemExit), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                make_random_model.parse_args(["--out", self.tmp, *args])
+        # a reference sequence longer than the served context
+        with self.assertRaisesRegex(SystemExit, "outgrows the model's context of 32"):
+            self._make("--rope-type", "yarn", "--rope-factor", "2", "--rope-original-max", "16",
+                       "--prompt-len", "30")  # 1 + 30 + 6 > 32
+
     def test_llama3_inv_freq(self):
         plain = tdm.rope_inv_freq(128, 500000.0)
         scaled = tdm.rope_inv_freq(128, 500000.0, mio.llama3_rope_scaling())
         self.assertAlmostEqual(float(scaled[0]), float(plain[0]))  # high frequency: unchanged
         self.assertAlmostEqual(float(scaled[-1]), float(plain[-1]) / 8.0)  # low: divided by factor
+
+
+class RopeScalingTest(unittest.TestCase):
+    """linear and yarn against hand-derived values; the v4 and v5 config layouts."""
+
+    def test_linear_inv_freq(self):
+        plain = tdm.rope_inv_freq(64, 500000.0)
+        scaled = tdm.rope_inv_freq(64, 500000.0, mio.linear_rope_scaling(4.0))
+        self.assertTrue(torch.allclose(scaled, plain / 4.0, rtol=1e-15, atol=0))
+        self.assertEqual(tdm.rope_attention_factor(mio.linear_rope_scaling(4.0)), 1.0)
+
+    def test_yarn_inv_freq(self):
+        # head_dim 32, theta 1e6, original 32: correction dims -2.13 (beta_fast 32) and
+        # 1.89 (beta_slow 1), truncated to [0, 2]: dim 0 keeps its frequency, dim 1 takes
+        # half of each, the rest are divided by the factor.
+        plain = tdm.rope_inv_freq(32, 1e6)
+        yarn = mio.yarn_rope_scaling(4.0, 32)
+        inv = tdm.rope_inv_freq(32, 1e6, yarn)
+        want = plain / 4.0
+        want[0] = plain[0]
+        want[1] = plain[1] * (0.5 + 0.5 / 4.0)
+        self.assertTrue(torch.allclose(inv, want, rtol=1e-14, atol=0))
+        self.assertAlmostEqual(tdm.rope_attention_factor(yarn), 0.1 * math.log(4.0) + 1.0)
+        # truncate false: the ramp runs over [0, 1.885...] instead
+        untrunc = tdm.rope_inv_freq(32, 1e6, dict(yarn, truncate=False))
+        high = 32 * math.log(32 / (2 * math.pi)) / (2 * math.log(1e6))
+        ramp = min(1.0, 1 / high)
+        self.assertAlmostEqual(float(untrunc[1] / plain[1]), (1 - ramp) + ramp / 4.0, places=12)
+        # beta_fast == beta_slow without truncation: low == high (1.885...), widened by
+        # 0.001, so a step: dims 0 and 1 keep their frequency, the rest are divided
+        step = tdm.rope_inv_freq(32, 1e6, dict(yarn, beta_fast=1, beta_slow=1, truncate=False))
+        want = plain / 4.0
+        want[:2] = plain[:2]
+        self.assertTrue(torch.allclose(step, want, rtol=1e-14, atol=0))
+        # without a factor: max_position_embeddings / original
+        self.assertTrue(torch.equal(
+            tdm.rope_inv_freq(32, 1e6, mio.yarn_rope_scaling(None, 32), max_position_embeddings=128),
+            inv))
+        self.assertAlmostEqual(tdm.rope_attention_factor(mio.yarn_rope_scaling(None, 32), 128),
+                               0.1 * math.log(4.0) + 1.0)
+        # without an original length: max_position_embeddings
+        self.assertTrue(torch.equal(
+            tdm.rope_inv_freq(32, 1e6, mio.yarn_rope_scaling(4.0), max_position_embeddings=32),
+            inv))
+
+    def test_yarn_attention_factor(self):
+        base = mio.yarn_rope_scaling(8.0, 16)
+        def mscale(m):
+            return 0.1 * m * math.log(8.0) + 1.0
+        self.assertAlmostEqual(tdm.rope_attention_factor(base), mscale(1))
+        self.assertAlmostEqual(tdm.rope_attention_factor(dict(base, mscale=1, mscale_all_dim=0.5)),
+                               mscale(1) / mscale(0.5))
+        # both needed (and non-zero), else the plain 0.1 ln(s) + 1
+        self.assertAlmostEqual(tdm.rope_attention_factor(dict(base, mscale=2)), mscale(1))
+        self.assertAlmostEqual(tdm.rope_attention_factor(dict(base, mscale=0, mscale_all_dim=1)),
+                               mscale(1))
+        self.assertEqual(tdm.rope_attention_factor(dict(base, attention_factor=0.7, mscale=1,
+                                                        mscale_all_dim=0.5)), 0.7)
+        self.assertEqual(tdm.rope_attention_factor(mio.yarn_rope_scaling(0.5, 16)), 1.0)
+        self.assertEqual(tdm.rope_attention_factor(None), 1.0)
+        cos, sin = tdm.rope_cos_sin(torch.arange(3), torch.tensor([0.5], dtype=torch.float64), 2.0)
+        self.assertAlmostEqual(float(cos[2, 0]), 2 * math.cos(1.0), places=6)
+        self.assertAlmostEqual(float(sin[2, 1]), 2 * math.sin(1.0), places=6)
+
+    def test_config_layouts(self):
+        yarn = mio.yarn_rope_scaling(4.0, 8, mscale=1.0, mscale_all_dim=0.5)
+        v4 = tiny_config("LlamaForCausalLM", rope_theta=3e5, rope_scaling=yarn)
+        v5 = tiny_config("LlamaForCausalLM", rope_theta=3e5, rope_scaling=yarn, config_layout="v5")
+        self.assertEqual((v4["rope_theta"], v4["rope_scaling"]), (3e5, yarn))
+        self.assertNotIn("rope_parameters", v4)
+        self.assertNotIn("rope_theta", v5)
+        self.assertNotIn("rope_scaling", v5)
+        self.assertEqual(list(v5["rope_parameters"])[:2], ["rope_type", "rope_theta"])
+        self.assertEqual(v5["rope_parameters"], dict(yarn, rope_theta=3e5))
+        self.assertEqual(tdm.rope_theta_and_scaling(v4), (3e5, yarn))
+        self.assertEqual(tdm.rope_theta_and_scaling(v5), (3e5, v5["rope_parameters"]))
+        plain5 = tiny_config("LlamaForCausalLM", rope_theta=3e5, config_layout="v5")
+        self.assertEqual(plain5["rope_parameters"], {"rope_type": "default", "rope_theta": 3e5})
+        self.assertEqual(tdm.rope_theta_and_scaling(plain5), (3e5, None))
+        self.assertEqual(tdm.rope_theta_and_scaling(tiny_config("LlamaForCausalLM")), (10000.0, None))
+        with self.assertRaises(ValueError):
+            tiny_config("LlamaForCausalLM", config_layout="v3")
+        # the same model either way; a different one without the scaling
+        ids = torch.tensor([[1, 5, 7, 2, 39, 0, 11, 23, 4, 17, 30, 8, 9, 12]])
+        with torch.no_grad():
+            a, b = tiny_model(v4)(ids), tiny_model(v5)(ids)
+            c = tiny_model(plain5)(ids)
+        self.assertTrue(torch.equal(a, b))
+        self.assertGreater(float((a - c).abs().max()), 1e-3)
+
+    def test_served_context(self):
+        cfg = tiny_config("LlamaForCausalLM")  # max_position_embeddings 64
+        self.assertEqual(mio.served_context(cfg), 64)
+        self.assertEqual(mio.served_context(dict(cfg, rope_scaling=mio.llama3_rope_scaling())), 64)
+        self.assertEqual(mio.served_context(dict(cfg, rope_scaling=mio.linear_rope_scaling(2.5))), 160)
+        self.assertEqual(mio.served_context(dict(cfg, rope_scaling=mio.yarn_rope_scaling(4.0, 16))),
+                         64)
+        self.assertEqual(mio.served_context(dict(cfg, rope_scaling=mio.yarn_rope_scaling(4.0))), 256)
+        v5 = tiny_config("LlamaForCausalLM", rope_scaling=mio.yarn_rope_scaling(8.0, 32),
+                         config_layout="v5")
+        self.assertEqual(mio.served_context(v5), 256)
+        with self.assertRaises(ValueError):
+            mio.yarn_rope_scaling()
+        with self.assertRaises(ValueError):
+            mio.yarn_rope_scaling(2.0, 16, beta=3)
 
 
 def naive_logits(model, cfg, ids, windows=None):
@@ -368,7 +527,9 @@ def naive_logits(model, cfg, ids, windows=None):
     hd = cfg["head_dim"]
     windows = windows or [None] * n_layers
     sd = {k: v.double() for k, v in model.state_dict().items()}
-    inv = tdm.rope_inv_freq(hd, cfg["rope_theta"], cfg["rope_scaling"])
+    theta, scaling = tdm.rope_theta_and_scaling(cfg)
+    inv = tdm.rope_inv_freq(hd, theta, scaling, cfg["max_position_embeddings"])
+    mscale = tdm.rope_attention_factor(scaling, cfg["max_position_embeddings"])
 
     def rms(x, w):
         return w * x / torch.sqrt((x * x).mean() + cfg["rms_norm_eps"])
@@ -377,8 +538,9 @@ def naive_logits(model, cfg, ids, windows=None):
         out = v.clone()
         for i in range(hd // 2):
             a = pos * inv[i]
-            out[i] = v[i] * torch.cos(a) - v[i + hd // 2] * torch.sin(a)
-            out[i + hd // 2] = v[i + hd // 2] * torch.cos(a) + v[i] * torch.sin(a)
+            c, s = mscale * torch.cos(a), mscale * torch.sin(a)
+            out[i] = v[i] * c - v[i + hd // 2] * s
+            out[i + hd // 2] = v[i + hd // 2] * c + v[i] * s
         return out
 
     def lin(name, x):
@@ -441,6 +603,25 @@ class ForwardPassTest(unittest.TestCase):
             fast = model(ids)[0]
         logits = naive_logits(model, cfg, ids[0])
         self.assertLess(float((logits - fast.double()).abs().max()), 1e-4)
+
+    def test_rope_scaling_against_naive(self):
+        ids = torch.tensor([self.IDS * 3])  # 33 positions, past the original 8 and the 16
+        for name, scaling, layout in [
+                ("linear", mio.linear_rope_scaling(2.0), "v4"),
+                ("yarn", mio.yarn_rope_scaling(4.0, 8), "v4"),
+                ("yarn_mscale_v5", mio.yarn_rope_scaling(8.0, 8, mscale=1.0, mscale_all_dim=0.5,
+                                                         beta_fast=8.0), "v5")]:
+            with self.subTest(name):
+                cfg = tiny_config("LlamaForCausalLM", rope_scaling=scaling, config_layout=layout,
+                                  rope_theta=1000.0)
+                model = tiny_model(cfg)
+                with torch.no_grad():
+                    fast = model(ids)[0]
+                naive = naive_logits(model, cfg, ids[0])
+                self.assertLess(float((naive - fast.double()).abs().max()), 1e-4)
+                plain = tiny_config("LlamaForCausalLM", rope_theta=1000.0)
+                self.assertGreater(float((naive_logits(model, plain, ids[0]) - naive).abs().max()),
+                                   1e-2)
 
     def test_sliding_window_against_naive(self):
         cases = [  # (config, windows the model should use)
