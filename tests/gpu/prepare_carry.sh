@@ -2,8 +2,10 @@
 # Copies the header-only pieces the kernels-only build needs beyond CUDA and
 # the C++ standard library (nlohmann-json, for demo_model_gpu_check) into
 # .gpu-carry/include, writes the sliding-window test models (random weights,
-# torch references: tools/make_random_model.py) into .gpu-carry/models, and
-# keeps that folder out of git (.git/info/exclude).
+# torch references: tools/make_random_model.py) into .gpu-carry/models and
+# two with context-stretching RoPE scaling into .gpu-carry/cluster-models
+# (run_cluster.sh serves those), and keeps that folder out of git
+# (.git/info/exclude).
 # Run it where the Debian packages nlohmann-json3-dev and python3-torch are
 # installed, then send .gpu-carry along to the GPU machine (the device tool's
 # `carry`); run.sh finds it there and runs demo_model_gpu_check on each model.
@@ -25,7 +27,8 @@ exclude_gpu_carry
 # that outgrow them. f32 weights: the check's fp32 pass must match exactly.
 PY="${FOLIO_TORCH_PYTHON:-/usr/bin/python3}"
 MODELS="$ROOT/.gpu-carry/models"
-rm -rf "$MODELS"
+CLUSTER_MODELS="$ROOT/.gpu-carry/cluster-models"
+rm -rf "$MODELS" "$CLUSTER_MODELS"
 if ! "$PY" -c 'import torch' 2>/dev/null; then
   echo "prepare_carry.sh: warning: $PY has no torch (python3-torch): no windowed models" >&2
   du -sh "$ROOT/.gpu-carry"
@@ -39,4 +42,16 @@ common=(--hidden-size 256 --heads 4 --kv-heads 2 --layers 2 --dtype f32 --std 0.
 "$PY" "$ROOT/tools/make_random_model.py" --out "$MODELS/qwen2_window" --qwen2 \
   --sliding-window 19 --max-window-layers 1 --prompt-len 3,18,30,50 --seed 12 \
   "${common[@]}" >/dev/null
+
+# RoPE scaling that stretches the context, for run_cluster.sh only (the
+# kernels-only loader of demo_model_gpu_check reads llama3 scaling alone): the
+# CUDA serve against folio run on prompts past the unscaled 96 positions.
+mkdir -p "$CLUSTER_MODELS"
+stretch=(--hidden-size 256 --heads 4 --kv-heads 2 --layers 2 --dtype f32 --std 0.08
+         --max-position-embeddings 96 --rope-factor 4)
+"$PY" "$ROOT/tools/make_random_model.py" --out "$CLUSTER_MODELS/qwen2_yarn" --qwen2 \
+  --rope-type yarn --rope-original-max 96 --rope-theta 1000000 --seed 13 "${stretch[@]}" \
+  >/dev/null
+"$PY" "$ROOT/tools/make_random_model.py" --out "$CLUSTER_MODELS/llama_linear_v5" \
+  --config-layout v5 --rope-type linear --rope-theta 500000 --seed 14 "${stretch[@]}" >/dev/null
 du -sh "$ROOT/.gpu-carry"

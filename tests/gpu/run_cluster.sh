@@ -8,8 +8,9 @@
 #   3. The same with the default bf16 on CUDA: the text and whether it
 #      matches are printed, not gated (bf16 rounding may change a token).
 #   4. With 2+ GPUs: step 2 at --tp 2 (NCCL all-reduce between the devices).
-#   5. Each sliding-window model tests/gpu/prepare_carry.sh wrote to
-#      .gpu-carry/models: step 2 against folio run on that model.
+#   5. Each model tests/gpu/prepare_carry.sh wrote to .gpu-carry/models
+#      (sliding windows) and .gpu-carry/cluster-models (yarn / linear RoPE
+#      scaling past the unscaled context): step 2 against folio run on it.
 # Every fp32 serve also scores the prompt (prompt_logprobs, the LM-head rows
 # of RowLogits gathered over the ranks) against folio run's scores.
 # DEVICE=cpu runs the same script without a GPU (to check the script itself).
@@ -119,7 +120,7 @@ else
   echo "== one GPU: no tensor-parallel (NCCL) run"
 fi
 
-for dir in "$ROOT"/.gpu-carry/models/*/; do
+for dir in "$ROOT"/.gpu-carry/models/*/ "$ROOT"/.gpu-carry/cluster-models/*/; do
   [[ -f "$dir/config.json" ]] || continue
   name="$(basename "$dir")"
   echo "== $name: folio serve --device $DEVICE --dtype float32 against folio run"
