@@ -209,6 +209,18 @@ absl::Status ParseWindowedLayers(const Fields& f, ModelConfig& c) {
   return absl::OkStatus();
 }
 
+// partial_rotary_factor (top level, or in v5's rope_parameters): only 1.
+absl::Status CheckFullRotary(const Fields& f) {
+  float partial;
+  FOLIO_ASSIGN_OR_RETURN_CFG(partial, f.PositiveFloat("partial_rotary_factor", 1.0f));
+  if (partial != 1.0f) {
+    return f.Error("partial_rotary_factor",
+                   absl::StrCat(partial, " is not supported (rotary embedding on every "
+                                         "dimension only)"));
+  }
+  return absl::OkStatus();
+}
+
 // transformers' yarn get_mscale.
 double YarnMscale(double scale, double mscale) {
   return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
@@ -285,13 +297,7 @@ absl::Status ParseRope(const json& root, std::string_view source, ModelConfig& c
       }
     }
     FOLIO_ASSIGN_OR_RETURN_CFG(c.rope_theta, r.PositiveFloat("rope_theta", c.rope_theta));
-    float partial;
-    FOLIO_ASSIGN_OR_RETURN_CFG(partial, r.PositiveFloat("partial_rotary_factor", 1.0f));
-    if (partial != 1.0f) {
-      return r.Error("partial_rotary_factor",
-                     absl::StrCat(partial, " is not supported (rotary embedding on every "
-                                           "dimension only)"));
-    }
+    if (absl::Status st = CheckFullRotary(r); !st.ok()) return st;
     if (!type.has_value()) return absl::OkStatus();  // v5 standardizes it to "default"
   }
   if (!type.has_value()) return r.Error("rope_type", "required but missing");
@@ -434,15 +440,7 @@ absl::StatusOr<ModelConfig> ParseObject(const json& root, std::string_view sourc
     return f.Error("quantization_config",
                    "quantized checkpoints are not supported (use the unquantized weights)");
   }
-  if (f.Has("partial_rotary_factor") && f.Get("partial_rotary_factor") != nullptr) {
-    float partial;
-    FOLIO_ASSIGN_OR_RETURN_CFG(partial, f.PositiveFloat("partial_rotary_factor", 1.0f));
-    if (partial != 1.0f) {
-      return f.Error("partial_rotary_factor",
-                     absl::StrCat(partial, " is not supported (rotary embedding on every "
-                                           "dimension only)"));
-    }
-  }
+  if (absl::Status st = CheckFullRotary(f); !st.ok()) return st;
 
   switch (c.architecture) {
     case ModelArchitecture::kQwen2: {
