@@ -33,6 +33,8 @@ Sampling:
   --ignore-eos        --stop-token-id ID (repeatable)
   --min-tokens N      no EOS or stop token before N tokens (0)
   --logit-bias ID=B   add B in [-100, 100] to token ID's logit (repeatable)
+  --allowed-token-id ID  sample only among these tokens (repeatable)
+  --bad-word WORD     never generate WORD (repeatable; as vLLM's bad_words)
   --logprobs N        with --json: the N most likely tokens at each position
                       (raw model log-probs, as vLLM reports them)
   --prompt-logprobs N each prompt token's log-prob given those
@@ -91,6 +93,7 @@ struct Flags {
   bool json = false;
   std::string generation_config = "auto";
   std::optional<int32_t> truncate_prompt_tokens;
+  std::vector<std::string> bad_words;
   std::vector<std::string> given;  // the flags on the command line
 };
 
@@ -162,6 +165,10 @@ Flags Parse(int argc, char** argv) {
       if (!bias.has_value()) Fail("--logit-bias needs ID=BIAS, got '" + v + "'");
       s.logit_bias.push_back(*bias);
     }
+    else if (flag == "--allowed-token-id") {
+      s.allowed_token_ids.push_back(Number<TokenId>(flag, value()));
+    }
+    else if (flag == "--bad-word") f.bad_words.push_back(value());
     else if (flag == "--block-size") e.block_size = Number<int32_t>(flag, value());
     else if (flag == "--kv-cache-mb") e.kv_cache_bytes = Number<int64_t>(flag, value()) << 20;
     else if (flag == "--num-device-blocks") e.num_device_blocks = Number<int32_t>(flag, value());
@@ -191,7 +198,7 @@ Flags Parse(int argc, char** argv) {
 std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
   std::vector<OfflineEngine::Request> out;
   if (f.prompt.has_value()) {
-    out.push_back({*f.prompt, std::nullopt, f.sampling, f.truncate_prompt_tokens});
+    out.push_back({*f.prompt, std::nullopt, f.sampling, f.truncate_prompt_tokens, f.bad_words});
     return out;
   }
   std::ifstream in(f.prompts_file);
@@ -202,7 +209,8 @@ std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
     const std::string where = f.prompts_file + ":" + std::to_string(n) + ": ";
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) Fail(where + "not a JSON object");
-    OfflineEngine::Request r{"", std::nullopt, f.sampling, f.truncate_prompt_tokens};
+    OfflineEngine::Request r{"", std::nullopt, f.sampling, f.truncate_prompt_tokens,
+                             f.bad_words};
     if (j.contains("prompt") && j["prompt"].is_string()) {
       r.prompt = j["prompt"].get<std::string>();
     } else if (j.contains("prompt_token_ids") && j["prompt_token_ids"].is_array()) {

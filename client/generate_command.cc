@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -68,7 +69,7 @@ int GenerateMain(int argc, char** argv) {
   bool ignore_eos = false, json = false, token_ids_only = false;
   bool include_stop = false, skip_special_tokens = true;
   int64_t min_tokens = 0;
-  std::vector<std::string> stops, stop_token_ids, logit_biases;
+  std::vector<std::string> stops, stop_token_ids, logit_biases, allowed_token_ids, bad_words;
   std::string api_key, tls_ca, tls_server_name, tls_client_cert, tls_client_key;
   bool tls = false;
   FlagSet flags;
@@ -98,6 +99,8 @@ int GenerateMain(int argc, char** argv) {
   flags.Bool("ignore-eos", &ignore_eos, "keep going past end-of-sequence");
   flags.Int("min-tokens", &min_tokens, "no EOS, stop token or stop string before this many tokens");
   flags.Strings("logit-bias", &logit_biases, "ID=BIAS, added to that token's logit ([-100, 100])");
+  flags.Strings("allowed-token-id", &allowed_token_ids, "sample only among these tokens");
+  flags.Strings("bad-word", &bad_words, "a word never to generate");
   flags.Bool("include-stop-str-in-output", &include_stop,
              "keep the stop string, stop token or EOS that ended the text");
   flags.Bool("skip-special-tokens", &skip_special_tokens,
@@ -171,14 +174,20 @@ int GenerateMain(int argc, char** argv) {
   sp->set_best_of(static_cast<uint32_t>(best_of));
   sp->set_beam_width(static_cast<uint32_t>(beam_width));
   for (const std::string& s : stops) sp->add_stop(s);
-  for (const std::string& s : stop_token_ids) {
-    int id;
-    if (!absl::SimpleAtoi(s, &id)) {
-      std::fprintf(stderr, "folio generate: --stop-token-id needs an integer, got '%s'\n", s.c_str());
-      return 2;
+  for (const auto& [flag, values, add] :
+       {std::tuple{"--stop-token-id", &stop_token_ids, &v1::SamplingParams::add_stop_token_ids},
+        std::tuple{"--allowed-token-id", &allowed_token_ids,
+                   &v1::SamplingParams::add_allowed_token_ids}}) {
+    for (const std::string& s : *values) {
+      int id;
+      if (!absl::SimpleAtoi(s, &id)) {
+        std::fprintf(stderr, "folio generate: %s needs an integer, got '%s'\n", flag, s.c_str());
+        return 2;
+      }
+      (sp->*add)(id);
     }
-    sp->add_stop_token_ids(id);
   }
+  for (const std::string& s : bad_words) sp->add_bad_words(s);
   sp->set_ignore_eos(ignore_eos);
   sp->set_min_tokens(static_cast<uint32_t>(min_tokens));
   for (const std::string& s : logit_biases) {

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/bad_words.h"
 #include "common/incremental_detokenizer.h"
 
 namespace folio {
@@ -87,7 +88,24 @@ absl::StatusOr<std::vector<OfflineEngine::Result>> OfflineEngine::Generate(
                                                     config.vocab_size, ")"));
       }
     }
+    for (TokenId t : in.sampling.allowed_token_ids) {
+      if (s.ok() && t >= config.vocab_size) {
+        s = absl::InvalidArgumentError(absl::StrCat("allowed_token_ids token id ", t,
+                                                    " is out of vocabulary (size ",
+                                                    config.vocab_size, ")"));
+      }
+    }
     spec.sampling = in.sampling;
+    SortUniqueTokenIds(&spec.sampling.allowed_token_ids);
+    if (s.ok() && !in.bad_words.empty()) {
+      absl::StatusOr<std::vector<std::vector<TokenId>>> bad =
+          BadWordsTokenIds(*tokenizer_, in.bad_words, "bad_words");
+      if (bad.ok()) {
+        spec.sampling.bad_words_token_ids = *std::move(bad);
+      } else {
+        s = bad.status();
+      }
+    }
     spec.eos_token_ids = config.eos_token_ids;
     results[i].prompt_token_ids = spec.prompt;
     slot[spec.id] = i;

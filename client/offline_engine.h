@@ -44,6 +44,8 @@ class OfflineEngine {
     SamplingParams sampling;
     // Keep only the prompt's last k tokens (-1: max_model_len - 1); unset = all.
     std::optional<int32_t> truncate_prompt_tokens;
+    // vLLM's bad_words, tokenized into sampling.bad_words_token_ids here.
+    std::vector<std::string> bad_words;
   };
 
   struct Sequence {

@@ -189,6 +189,10 @@ void ToProto(const SamplingParams& p, v1::SequenceSamplingParams* out) {
     out->add_logit_bias_tokens(b.token);
     out->add_logit_bias_values(b.bias);
   }
+  out->mutable_allowed_token_ids()->Add(p.allowed_token_ids.begin(), p.allowed_token_ids.end());
+  for (const std::vector<TokenId>& word : p.bad_words_token_ids) {
+    out->add_bad_words()->mutable_ids()->Add(word.begin(), word.end());
+  }
 }
 
 absl::Status FromProto(const v1::SequenceSamplingParams& in, SamplingParams* out) {
@@ -227,6 +231,11 @@ absl::Status FromProto(const v1::SequenceSamplingParams& in, SamplingParams* out
   out->logit_bias.clear();
   for (int i = 0; i < in.logit_bias_tokens_size(); ++i) {
     out->logit_bias.push_back({in.logit_bias_tokens(i), in.logit_bias_values(i)});
+  }
+  CopyRepeated(in.allowed_token_ids(), &out->allowed_token_ids);
+  out->bad_words_token_ids.resize(static_cast<size_t>(in.bad_words_size()));
+  for (int i = 0; i < in.bad_words_size(); ++i) {
+    CopyRepeated(in.bad_words(i).ids(), &out->bad_words_token_ids[static_cast<size_t>(i)]);
   }
   return ValidateSamplingParams(*out);
 }

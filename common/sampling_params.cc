@@ -7,6 +7,11 @@
 
 namespace folio {
 
+void SortUniqueTokenIds(std::vector<TokenId>* ids) {
+  std::sort(ids->begin(), ids->end());
+  ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+}
+
 void SortLogitBias(std::vector<TokenBias>* biases) {
   std::vector<TokenBias>& v = *biases;
   std::stable_sort(v.begin(), v.end(),
@@ -97,6 +102,21 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
   for (size_t i = 0; i < p.stop_token_ids.size(); ++i) {
     if (p.stop_token_ids[i] < 0) {
       return bad("stop_token_ids[", i, "] must be non-negative, got ", p.stop_token_ids[i]);
+    }
+  }
+  for (size_t i = 0; i < p.allowed_token_ids.size(); ++i) {
+    const TokenId t = p.allowed_token_ids[i];
+    if (t < 0) return bad("allowed_token_ids[", i, "] must be non-negative, got ", t);
+    if (i > 0 && t <= p.allowed_token_ids[i - 1]) {
+      return bad("allowed_token_ids must be ascending and distinct, got ", t, " after ",
+                 p.allowed_token_ids[i - 1]);
+    }
+  }
+  for (size_t i = 0; i < p.bad_words_token_ids.size(); ++i) {
+    const std::vector<TokenId>& word = p.bad_words_token_ids[i];
+    if (word.empty()) return bad("bad_words_token_ids[", i, "] must not be empty");
+    for (TokenId t : word) {
+      if (t < 0) return bad("bad_words_token_ids[", i, "] has a negative token id, ", t);
     }
   }
   return absl::OkStatus();

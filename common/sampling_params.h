@@ -63,6 +63,12 @@ struct SamplingParams {
   // with this many top alternatives; unset = not asked for. (Last: the
   // fields above are read every step, and keep their cache lines.)
   std::optional<int32_t> prompt_logprobs;
+  // Sample only among these tokens (vLLM's allowed_token_ids); empty = all.
+  // Ascending, distinct.
+  std::vector<TokenId> allowed_token_ids;
+  // vLLM's bad_words as token ids (BadWordsTokenIds, common/bad_words.h): a
+  // word's last token is banned whenever the output ends with the rest.
+  std::vector<std::vector<TokenId>> bad_words_token_ids;
 
   bool UsesBeamSearch() const { return beam_width > 1; }
   // Sequences alive at once after the prompt: best_of samples or the beams.
@@ -72,6 +78,8 @@ struct SamplingParams {
 // Puts biases in the order SamplingParams::logit_bias needs: ascending
 // tokens, one entry per token (the last one given wins).
 void SortLogitBias(std::vector<TokenBias>* biases);
+// Ascending, distinct (SamplingParams::allowed_token_ids' order).
+void SortUniqueTokenIds(std::vector<TokenId>* ids);
 
 // Left truncation of a prompt (vLLM's truncate_prompt_tokens): keeps the last
 // k tokens, or with k = -1 the last max_model_len - 1 (room for one new

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/bad_words.h"
 #include "common/check.h"
 
 namespace folio {
@@ -14,21 +15,42 @@ void LogSoftmax(std::span<const float> in, std::span<float> out) {
 
 namespace {
 
-// The request's logit_bias with its end tokens banned (-inf) while fewer than
-// min_tokens tokens are out: ascending, distinct tokens.
-void RowBiases(const SamplingParams& p, size_t num_output_tokens,
-               std::vector<kernels::cpu::LogitBias>* out) {
-  out->clear();
-  for (const TokenBias& b : p.logit_bias) out->push_back({b.token, b.bias});
-  if (num_output_tokens >= static_cast<size_t>(p.min_tokens) || p.end_token_ids.empty()) return;
-  for (TokenId t : p.end_token_ids) out->push_back({t, -std::numeric_limits<float>::infinity()});
-  // A ban overrides a bias on the same token: sort bans first within a token.
-  std::stable_sort(out->begin(), out->end(), [](const auto& a, const auto& b) {
-    return a.token != b.token ? a.token < b.token : a.bias < b.bias;
-  });
-  out->erase(std::unique(out->begin(), out->end(),
-                         [](const auto& a, const auto& b) { return a.token == b.token; }),
-             out->end());
+// The row's bias list: the request's logit_bias, -inf on its end tokens
+// while fewer than min_tokens tokens are out and on the bad words' next
+// tokens; ascending, distinct tokens (a ban overrides a bias). With
+// allowed_token_ids: exactly the allowed tokens (bias 0 unless given), and
+// the sampler bans the rest (allowed_only).
+void RowBiases(const SamplingParams& p, std::span<const TokenId> output,
+               Sampler::RowScratch* scratch) {
+  constexpr float kBan = -std::numeric_limits<float>::infinity();
+  std::vector<kernels::cpu::LogitBias>* list =
+      p.allowed_token_ids.empty() ? &scratch->biases : &scratch->merged;
+  list->clear();
+  for (const TokenBias& b : p.logit_bias) list->push_back({b.token, b.bias});
+  const size_t given = list->size();
+  if (output.size() < static_cast<size_t>(p.min_tokens)) {
+    for (TokenId t : p.end_token_ids) list->push_back({t, kBan});
+  }
+  scratch->banned.clear();
+  BannedByBadWords(p.bad_words_token_ids, output, &scratch->banned);
+  for (TokenId t : scratch->banned) list->push_back({t, kBan});
+  if (list->size() > given) {
+    // Bans first within a token, then one entry per token.
+    std::stable_sort(list->begin(), list->end(), [](const auto& a, const auto& b) {
+      return a.token != b.token ? a.token < b.token : a.bias < b.bias;
+    });
+    list->erase(std::unique(list->begin(), list->end(),
+                            [](const auto& a, const auto& b) { return a.token == b.token; }),
+                list->end());
+  }
+  if (p.allowed_token_ids.empty()) return;
+  // Both ascending: keep the allowed tokens, each with its entry or 0.
+  scratch->biases.clear();
+  auto it = list->begin();
+  for (TokenId t : p.allowed_token_ids) {
+    while (it != list->end() && it->token < t) ++it;
+    scratch->biases.push_back({t, it != list->end() && it->token == t ? it->bias : 0.0f});
+  }
 }
 
 }  // namespace
@@ -65,8 +87,9 @@ kernels::cpu::SamplingRowParams Sampler::RowParams(const SamplingRequest& r,
     }
   }
   row.keys = *keys;
-  RowBiases(p, r.output_tokens.size(), &scratch->biases);
+  RowBiases(p, r.output_tokens, scratch);
   row.biases = scratch->biases;
+  row.allowed_only = !p.allowed_token_ids.empty();
   return row;
 }
 

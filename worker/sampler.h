@@ -59,6 +59,8 @@ class Sampler {
   struct RowScratch {
     std::vector<uint64_t> keys;
     std::vector<kernels::cpu::LogitBias> biases;
+    std::vector<kernels::cpu::LogitBias> merged;  // RowBiases' work list
+    std::vector<TokenId> banned;
   };
 
   // The core's parameters for `request`; the spans borrow `scratch`, which

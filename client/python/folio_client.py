@@ -181,10 +181,12 @@ class FolioClient:
                 time.sleep(0.05)
 
     def request(self, prompt=None, token_ids=None, stop=(), stop_token_ids=(), request_id=None,
-                logit_bias=None, **sampling):
+                logit_bias=None, allowed_token_ids=(), bad_words=(), **sampling):
         """Builds a GenerateRequest; unknown sampling keywords raise TypeError.
 
         logit_bias: {token_id: bias} added to those logits, as in OpenAI's API.
+        allowed_token_ids: sample only among these (vLLM's); bad_words: words never
+        to generate (vLLM's).
         """
         req = self.pb.GenerateRequest()
         if request_id is not None:
@@ -203,6 +205,8 @@ class FolioClient:
         sp.stop_token_ids.extend(stop_token_ids)
         for token, bias in (logit_bias or {}).items():
             sp.logit_bias[int(token)] = bias
+        sp.allowed_token_ids.extend(allowed_token_ids)
+        sp.bad_words.extend(bad_words)
         return req
 
     def stream_raw(self, req):

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <unordered_map>
 
@@ -35,6 +36,19 @@ void LogSoftmax(std::span<const float> in, std::span<float> out) {
 
 void ApplyLogitBiases(const SamplingRowParams& p, std::span<float> logits) {
   const int32_t vocab = static_cast<int32_t>(logits.size());
+  if (p.allowed_only) {
+    // One pass over the row and the ascending biases together.
+    size_t j = 0;
+    for (int32_t t = 0; t < vocab; ++t) {
+      while (j < p.biases.size() && p.biases[j].token < t) ++j;
+      if (j < p.biases.size() && p.biases[j].token == t) {
+        logits[t] += p.biases[j].bias;
+      } else {
+        logits[t] = -std::numeric_limits<float>::infinity();
+      }
+    }
+    return;
+  }
   for (const LogitBias& b : p.biases) {
     if (b.token >= 0 && b.token < vocab) logits[b.token] += b.bias;
   }

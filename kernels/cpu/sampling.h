@@ -7,7 +7,8 @@
 //  - log-probs reported for chosen tokens and top-N lists are of the RAW model
 //    distribution (log-softmax of the unprocessed logits);
 //  - sampling applies, in order: logit biases (x += bias; -inf bans a token,
-//    as min_tokens does with the tokens that would end the sequence), then
+//    as min_tokens does with the tokens that would end the sequence; with
+//    allowed_only every token without a bias entry is banned), then
 //    penalties (repetition over every token seen
 //    in prompt + output, once each; presence/frequency over output counts),
 //    then greedy (temperature 0: argmax, lowest id among equal maxima), or:
@@ -54,6 +55,10 @@ struct SamplingRowParams {
   // Added to the logits before the penalties. REQUIRES: distinct tokens;
   // tokens outside [0, vocab) are ignored.
   std::span<const LogitBias> biases;
+  // Every token without an entry in `biases` is banned (vLLM's
+  // allowed_token_ids: the allowed ones are listed, bias 0 unless given).
+  // REQUIRES: biases ascending when set.
+  bool allowed_only = false;
   // Token history; ids outside [0, vocab) are ignored.
   std::span<const int32_t> prompt_tokens;
   std::span<const int32_t> output_tokens;
@@ -68,7 +73,7 @@ struct SamplingRowParams {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }
   // Whether the logits sampling sees differ from the raw ones.
-  bool ProcessesLogits() const { return HasPenalties() || !biases.empty(); }
+  bool ProcessesLogits() const { return HasPenalties() || !biases.empty() || allowed_only; }
 };
 
 struct ScoredToken {

@@ -35,7 +35,7 @@ __host__ __device__ inline bool HasPenalties(const GpuSamplingRow& r) {
 // Whether the logits sampling sees differ from the raw ones (biases or
 // penalties): those rows' processed logits live in keys_in.
 __host__ __device__ inline bool ProcessesLogits(const GpuSamplingRow& r) {
-  return HasPenalties(r) || r.num_biases > 0;
+  return HasPenalties(r) || r.num_biases > 0 || r.allowed_only != 0;
 }
 
 __host__ __device__ inline RowKind Classify(const GpuSamplingRow& r, int32_t vocab) {
@@ -405,15 +405,19 @@ __global__ void __launch_bounds__(kPrepareThreads)
   if (kind != kNone && ProcessesLogits(row)) {
     float* pen = ws.keys_in + row_base;
     int32_t* scratch = ws.vals_in + row_base;  // per-token flags and counts
-    for (int32_t i = threadIdx.x; i < vocab; i += kPrepareThreads) pen[i] = L[i];
+    // allowed_only: everything banned but the listed tokens.
+    for (int32_t i = threadIdx.x; i < vocab; i += kPrepareThreads) {
+      pen[i] = row.allowed_only ? NegInf() : L[i];
+    }
     __syncthreads();
     if (row.num_biases > 0) {
-      // x += bias in float, as the CPU (ids are distinct: one thread each).
+      // x += bias in float, as the CPU (ids are distinct: one thread each,
+      // and each reads its raw logit).
       const int32_t* ids = bias_ids + row.bias_offset;
       const float* values = bias_values + row.bias_offset;
       for (int32_t j = threadIdx.x; j < row.num_biases; j += kPrepareThreads) {
         const int32_t t = ids[j];
-        if (t >= 0 && t < vocab) pen[t] = __fadd_rn(pen[t], values[j]);
+        if (t >= 0 && t < vocab) pen[t] = __fadd_rn(L[t], values[j]);
       }
       __syncthreads();
     }
@@ -751,6 +755,7 @@ void GpuSamplingBatch::Add(const cpu::SamplingRowParams& p) {
   }
   row.bias_offset = static_cast<int32_t>(bias_ids.size());
   row.num_biases = static_cast<int32_t>(p.biases.size());
+  row.allowed_only = p.allowed_only ? 1 : 0;
   for (const cpu::LogitBias& b : p.biases) {
     bias_ids.push_back(b.token);
     bias_values.push_back(b.bias);

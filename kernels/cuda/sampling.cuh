@@ -72,6 +72,8 @@ struct GpuSamplingRow {
   // is 0.
   int32_t bias_offset = 0;
   int32_t num_biases = 0;
+  // 1: every token without a bias entry is banned (allowed_token_ids).
+  int32_t allowed_only = 0;
   // Outputs tokens/logprobs[sample_offset, + num_samples) and keys at the
   // same indices (kSample with temperature > 0 reads them).
   int32_t num_samples = 1;

@@ -1,6 +1,7 @@
 #include "scheduler/server/generate_request.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/bad_words.h"
 #include "common/sampling_params.h"
 
 namespace folio {
@@ -48,6 +49,8 @@ absl::StatusOr<SamplingParams> ConvertSampling(const v1::SamplingParams& in,
   p.min_tokens = static_cast<int32_t>(in.min_tokens());
   for (const auto& [token, bias] : in.logit_bias()) p.logit_bias.push_back({token, bias});
   SortLogitBias(&p.logit_bias);
+  p.allowed_token_ids.assign(in.allowed_token_ids().begin(), in.allowed_token_ids().end());
+  SortUniqueTokenIds(&p.allowed_token_ids);
   // Unsigned counts beyond int32 would wrap: name them before they do.
   for (auto [name, value] : {std::pair{"n", in.n()}, std::pair{"best_of", in.best_of()},
                              std::pair{"beam_width", in.beam_width()}}) {
@@ -125,12 +128,25 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
   }
 
   const v1::SamplingParams& sp = request.sampling_params();
+  // Before conversion sorts them, so that the message names the entry given.
+  if (absl::Status s = CheckTokenIds(Ids(sp.allowed_token_ids()), limits.vocab_size,
+                                     "sampling_params.allowed_token_ids");
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<SamplingParams> sampling = ConvertSampling(sp, limits.sampling_defaults);
   if (!sampling.ok()) return sampling.status();
   if (absl::Status s = CheckTokenIds(Ids(sp.stop_token_ids()), limits.vocab_size,
                                      "sampling_params.stop_token_ids");
       !s.ok()) {
     return s;
+  }
+  if (sp.bad_words_size() > 0) {
+    const std::vector<std::string> words(sp.bad_words().begin(), sp.bad_words().end());
+    absl::StatusOr<std::vector<std::vector<TokenId>>> bad =
+        BadWordsTokenIds(tokenizer, words, "sampling_params.bad_words");
+    if (!bad.ok()) return bad.status();
+    sampling->bad_words_token_ids = *std::move(bad);
   }
   for (const TokenBias& b : sampling->logit_bias) {
     if (b.token >= limits.vocab_size) {

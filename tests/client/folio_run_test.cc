@@ -321,6 +321,35 @@ TEST(FolioRunTest, TruncatePromptTokensKeepsThePromptsEnd) {
   EXPECT_THAT(bad.err, HasSubstr("truncate_prompt_tokens must be >= 1"));
 }
 
+TEST(FolioRunTest, AllowedTokenIdsAndBadWordsShapeTheOutput) {
+  const json ref = Reference().at("cases").at(0);
+  const std::string prompt = ref.at("prompt").get<std::string>();
+  const std::vector<int> out = ref.at("output_token_ids").get<std::vector<int>>();
+  const RunResult allowed =
+      Folio({"run", "--model", kDemoDir, "--prompt", prompt, "--temperature", "0", "--ignore-eos",
+             "--allowed-token-id", std::to_string(out[2]), "--allowed-token-id",
+             std::to_string(out[5]), "--json"});
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.err;
+  const std::vector<int> ids =
+      JsonLines(allowed.out).at(0).at("outputs").at(0).at("token_ids").get<std::vector<int>>();
+  ASSERT_EQ(ids.size(), 16u);
+  for (int t : ids) EXPECT_TRUE(t == out[2] || t == out[5]) << t;
+  // " and" (267) comes at the reference's 13th token: bad_words ["and"] bans it.
+  ASSERT_EQ(out[12], 267);
+  const RunResult bad = Folio({"run", "--model", kDemoDir, "--prompt", prompt, "--temperature",
+                               "0", "--ignore-eos", "--bad-word", "and", "--json"});
+  ASSERT_EQ(bad.exit_code, 0) << bad.err;
+  const std::vector<int> kept =
+      JsonLines(bad.out).at(0).at("outputs").at(0).at("token_ids").get<std::vector<int>>();
+  EXPECT_EQ(std::find(kept.begin(), kept.end(), 267), kept.end());
+  EXPECT_EQ(std::vector<int>(kept.begin(), kept.begin() + 12),
+            std::vector<int>(out.begin(), out.begin() + 12));
+  const RunResult oov = Folio({"run", "--model", kDemoDir, "--prompt", "Hi",
+                               "--allowed-token-id", "99999"});
+  EXPECT_NE(oov.exit_code, 0);
+  EXPECT_THAT(oov.err, HasSubstr("allowed_token_ids token id 99999 is out of vocabulary"));
+}
+
 TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
   struct Case {
     std::vector<std::string> args;

@@ -35,6 +35,8 @@ SamplingParams FullParams() {
   p.end_token_ids = {1, 2, 13, 99};
   p.logit_bias = {{3, -100.0f}, {40, 0.25f}};
   p.prompt_logprobs = 4;
+  p.allowed_token_ids = {3, 40, 41, 900};
+  p.bad_words_token_ids = {{5}, {6, 7, 8}};
   return p;
 }
 
@@ -59,6 +61,8 @@ void ExpectSameParams(const SamplingParams& a, const SamplingParams& b) {
   EXPECT_EQ(a.end_token_ids, b.end_token_ids);
   EXPECT_EQ(a.logit_bias, b.logit_bias);
   EXPECT_EQ(a.prompt_logprobs, b.prompt_logprobs);
+  EXPECT_EQ(a.allowed_token_ids, b.allowed_token_ids);
+  EXPECT_EQ(a.bad_words_token_ids, b.bad_words_token_ids);
 }
 
 StepPlan FullPlan() {

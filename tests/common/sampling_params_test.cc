@@ -25,6 +25,33 @@ TEST(SortLogitBiasTest, AscendingTokensAndTheLastValueOfARepeatedOne) {
   EXPECT_TRUE(none.empty());
 }
 
+TEST(SortUniqueTokenIdsTest, AscendingAndDistinct) {
+  std::vector<TokenId> ids = {9, 3, 9, 0, 3};
+  SortUniqueTokenIds(&ids);
+  EXPECT_EQ(ids, (std::vector<TokenId>{0, 3, 9}));
+  SamplingParams p;
+  p.allowed_token_ids = ids;
+  EXPECT_TRUE(ValidateSamplingParams(p).ok());
+}
+
+TEST(ValidateSamplingParamsTest, AllowedTokenIdsAndBadWords) {
+  SamplingParams p;
+  p.allowed_token_ids = {4, 2};
+  EXPECT_EQ(ValidateSamplingParams(p).message(),
+            "allowed_token_ids must be ascending and distinct, got 2 after 4");
+  p.allowed_token_ids = {-1, 2};
+  EXPECT_EQ(ValidateSamplingParams(p).message(),
+            "allowed_token_ids[0] must be non-negative, got -1");
+  p.allowed_token_ids.clear();
+  p.bad_words_token_ids = {{1, 2}, {}};
+  EXPECT_EQ(ValidateSamplingParams(p).message(), "bad_words_token_ids[1] must not be empty");
+  p.bad_words_token_ids = {{1, -2}};
+  EXPECT_EQ(ValidateSamplingParams(p).message(),
+            "bad_words_token_ids[0] has a negative token id, -2");
+  p.bad_words_token_ids = {{1, 2}, {3}};
+  EXPECT_TRUE(ValidateSamplingParams(p).ok());
+}
+
 // Left truncation keeps the prompt's last k tokens; -1 leaves room for one
 // new token under max_model_len.
 TEST(TruncatePromptTest, KeepsTheLastTokens) {

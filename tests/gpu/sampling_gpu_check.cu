@@ -3,7 +3,8 @@
 // 151936, and every class of parameters: greedy, temperature, top-k (select
 // and sort paths), top-p, min-p, penalties, logit biases (-inf bans, boosts
 // that move the argmax or tie it exactly, many biases, ids outside the
-// vocabulary; with and without penalties), several samples per row, top-N
+// vocabulary; with and without penalties; allowed_only rows), several
+// samples per row, top-N
 // log-probs, beam candidates (select and sort paths); prompt-scoring rows
 // (a given token's log-prob and the top list, nothing drawn) mixed into a
 // batch of sampling rows.
@@ -43,7 +44,7 @@ using gpu_check::DeviceArray;
 using gpu_check::Report;
 
 // The logit biases of a row (see MakeBiases).
-enum class BiasKind { kNone, kBan, kBoost, kMixed, kOutOfRange };
+enum class BiasKind { kNone, kBan, kBoost, kMixed, kOutOfRange, kAllowed };
 
 // One row of a batch with the storage its params' spans borrow.
 struct Row {
@@ -291,7 +292,9 @@ std::vector<int32_t> MakeHistory(int32_t vocab, int32_t len, std::mt19937& rng) 
 //  kMixed: min(vocab / 4, 2000) random biases in [-8, 8] (one in ten -inf),
 //    -inf on the raw maxima, +3 on masked (-inf) tokens, +0 on -0 tokens,
 //    and ids outside the vocabulary, shuffled;
-//  kOutOfRange: only ids outside the vocabulary (the row samples as raw).
+//  kOutOfRange: only ids outside the vocabulary (the row samples as raw);
+//  kAllowed: allowed_only over min(vocab / 2, 40) tokens, ascending, without
+//    the raw maxima, a third of them biased in [-2, 2] and one banned.
 std::vector<LogitBias> MakeBiases(BiasKind kind, const std::vector<float>& logits,
                                   std::mt19937& rng) {
   std::vector<LogitBias> b;
@@ -362,6 +365,20 @@ std::vector<LogitBias> MakeBiases(BiasKind kind, const std::vector<float>& logit
       add(vocab + 1, -INFINITY);
       add(INT32_MAX, 1.0f);
       break;
+    case BiasKind::kAllowed: {
+      std::vector<int32_t> ids;
+      for (int32_t t = 0; t < vocab; ++t) {
+        if (logits[t] != max) ids.push_back(t);
+      }
+      std::shuffle(ids.begin(), ids.end(), rng);
+      ids.resize(std::min<size_t>(ids.size(), static_cast<size_t>(std::min(vocab / 2, 40))));
+      std::sort(ids.begin(), ids.end());
+      std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        add(ids[i], i == 1 ? -INFINITY : i % 3 == 0 ? value(rng) : 0.0f);
+      }
+      break;
+    }
     case BiasKind::kNone:
       break;
   }
@@ -438,6 +455,16 @@ const BiasCombo kBiasCombos[] = {
      BiasKind::kMixed},
     {{"beam100+oob", 1.0f, 0, 1.0f, 0.0f, false, 100, SamplingMode::kBeam, 0},
      BiasKind::kOutOfRange},
+    {{"greedy+allowed+lp3", 0.0f, 0, 1.0f, 0.0f, false, 1, SamplingMode::kSample, 3},
+     BiasKind::kAllowed},
+    {{"greedy+pen+allowed", 0.0f, 0, 1.0f, 0.0f, true, 1, SamplingMode::kSample, 0},
+     BiasKind::kAllowed},
+    {{"T1+topk40+allowed", 1.0f, 40, 1.0f, 0.0f, false, 8, SamplingMode::kSample, 0},
+     BiasKind::kAllowed},
+    {{"T0.8+topp0.9+pen+allowed", 0.8f, 0, 0.9f, 0.0f, true, 8, SamplingMode::kSample, 0},
+     BiasKind::kAllowed},
+    {{"beam8+allowed", 1.0f, 0, 1.0f, 0.0f, false, 8, SamplingMode::kBeam, 0},
+     BiasKind::kAllowed},
 };
 
 Row MakeRow(const Combo& c, int32_t vocab, bool coarse, uint64_t seed, std::mt19937& rng,
@@ -473,6 +500,7 @@ Row MakeRow(const Combo& c, int32_t vocab, bool coarse, uint64_t seed, std::mt19
   p.output_tokens = row.output;
   p.keys = row.keys;
   p.biases = row.biases;
+  p.allowed_only = biases == BiasKind::kAllowed;
   return row;
 }
 
@@ -483,7 +511,7 @@ bool BiasMustMoveGreedy(const Row& row) {
       row.p.num_samples <= 0) {
     return false;
   }
-  return row.bias_kind == BiasKind::kBan ||
+  return row.bias_kind == BiasKind::kBan || row.bias_kind == BiasKind::kAllowed ||
          (row.bias_kind == BiasKind::kBoost && !row.p.HasPenalties());
 }
 

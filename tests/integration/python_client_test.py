@@ -109,6 +109,27 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("sampling_params.logit_bias[5]", err.exception.details())
 
+    def test_allowed_token_ids_and_bad_words_reach_the_workers(self):
+        case = self.cases[0]
+        allowed = [case["output_token_ids"][2], case["output_token_ids"][5]]
+        result = self.client.generate(case["prompt"], max_tokens=MAX_TOKENS, temperature=0.0,
+                                      ignore_eos=True, allowed_token_ids=allowed)
+        self.assertEqual(len(result.sequences[0].token_ids), MAX_TOKENS)
+        self.assertTrue(set(result.sequences[0].token_ids) <= set(allowed),
+                        result.sequences[0].token_ids)
+        # " and" (267) is in the free run; bad_words ["and"] bans it.
+        free = self.client.generate(case["prompt"], max_tokens=MAX_TOKENS, temperature=0.0,
+                                    ignore_eos=True)
+        self.assertIn(267, free.sequences[0].token_ids)
+        banned = self.client.generate(case["prompt"], max_tokens=MAX_TOKENS, temperature=0.0,
+                                      ignore_eos=True, bad_words=["and"])
+        self.assertNotIn(267, banned.sequences[0].token_ids)
+        self.assertNotIn(" and", banned.sequences[0].text)
+        with self.assertRaises(grpc.RpcError) as err:
+            self.client.generate("hello", allowed_token_ids=[3, 99999])
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("sampling_params.allowed_token_ids[1]", err.exception.details())
+
     def test_prompt_logprobs_score_the_prompt_across_worker_processes(self):
         # The reference prompt followed by its greedy output: scoring it gives
         # the output's log-probs as the reference computed them (torch).

@@ -193,6 +193,24 @@ TEST_F(GenerateRequestTest, CarriesMinTokensLogitBiasAndTextOptions) {
   EXPECT_TRUE(p->text.skip_special_tokens);
 }
 
+TEST_F(GenerateRequestTest, CarriesAllowedTokenIdsAndBadWords) {
+  v1::GenerateRequest r;
+  r.set_text("hello");
+  auto* s = r.mutable_sampling_params();
+  for (int id : {900, 7, 900, 2047}) s->add_allowed_token_ids(id);
+  s->add_bad_words("LORD");
+  s->add_bad_words(" and");
+  absl::StatusOr<ParsedRequest> p = Parse(r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->spec.sampling.allowed_token_ids, (std::vector<TokenId>{7, 900, 2047}));
+  // Tokenized as vLLM does (tests/tokenizer/bad_words_test covers the rule):
+  // "LORD" alone, "and" and " and" (one token each).
+  ASSERT_EQ(p->spec.sampling.bad_words_token_ids.size(), 3u);
+  EXPECT_EQ(p->spec.sampling.bad_words_token_ids[0], tokenizer_->EncodePrompt("LORD", false));
+  EXPECT_EQ(p->spec.sampling.bad_words_token_ids[1], tokenizer_->EncodePrompt("and", false));
+  EXPECT_EQ(p->spec.sampling.bad_words_token_ids[2], tokenizer_->EncodePrompt(" and", false));
+}
+
 TEST_F(GenerateRequestTest, ErrorsNameTheField) {
   v1::GenerateRequest r;
   ExpectInvalid(r, "prompt");
@@ -233,6 +251,18 @@ TEST_F(GenerateRequestTest, ErrorsNameTheField) {
                 "sampling_params.min_tokens must be at most max_tokens (16), got 17");
   ExpectInvalid(with([](v1::SamplingParams& s) { s.set_min_tokens(4294967295u); }),
                 "sampling_params.min_tokens");
+  ExpectInvalid(with([](v1::SamplingParams& s) {
+                  s.add_allowed_token_ids(5);
+                  s.add_allowed_token_ids(2048);
+                }),
+                "sampling_params.allowed_token_ids[1] is 2048, outside the vocabulary [0, 2048)");
+  ExpectInvalid(with([](v1::SamplingParams& s) { s.add_allowed_token_ids(-1); }),
+                "sampling_params.allowed_token_ids[0] is -1, outside the vocabulary");
+  ExpectInvalid(with([](v1::SamplingParams& s) {
+                  s.add_bad_words("LORD");
+                  s.add_bad_words("  ");
+                }),
+                "sampling_params.bad_words[1] must contain a word");
   ExpectInvalid(with([](v1::SamplingParams& s) { (*s.mutable_logit_bias())[2048] = 1.0f; }),
                 "sampling_params.logit_bias[2048] names a token outside the vocabulary");
   ExpectInvalid(with([](v1::SamplingParams& s) { (*s.mutable_logit_bias())[-3] = 1.0f; }),

@@ -1,8 +1,8 @@
 // The request options that shape what a sequence may sample and what its
 // text shows, end to end through the engine, the scheduler and a real CPU
-// worker on the demo model: logit_bias, min_tokens (against EOS, stop token
-// ids and stop strings), include_stop_str_in_output, skip_special_tokens and
-// prompt_logprobs. Every workload ends with every KV block free.
+// worker on the demo model: logit_bias, allowed_token_ids, bad_words,
+// min_tokens (against EOS, stop token ids and stop strings),
+// include_stop_str_in_output, skip_special_tokens and prompt_logprobs. Every workload ends with every KV block free.
 
 #include <algorithm>
 #include <memory>
@@ -83,6 +83,54 @@ TEST_F(RequestOptionsTest, LogitBiasForcesAndBansTokensButLogprobsStayTheModels)
   v1::GenerateRequest zero = Greedy();
   (*zero.mutable_sampling_params()->mutable_logit_bias())[forced] = 0.0f;
   EXPECT_EQ(Run(zero).token_ids, ReferenceOutput(kMaxTokens));
+}
+
+TEST_F(RequestOptionsTest, AllowedTokenIdsKeepEveryTokenInTheSet) {
+  // The set holds none of the reference's first four tokens: greedy must
+  // leave its path, and every token stays in the set.
+  const std::vector<TokenId> allowed = {reference_.output_ids[5], 300, 301, 302, 1000};
+  v1::GenerateRequest r = Greedy();
+  r.mutable_sampling_params()->set_ignore_eos(true);
+  for (TokenId t : allowed) r.mutable_sampling_params()->add_allowed_token_ids(t);
+  StreamedSequence seq = Run(r);
+  ASSERT_EQ(seq.token_ids.size(), static_cast<size_t>(kMaxTokens));
+  for (TokenId t : seq.token_ids) {
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), t), allowed.end()) << t;
+  }
+  EXPECT_NE(seq.token_ids, ReferenceOutput(kMaxTokens));
+  // Draws too, under any seed.
+  r.mutable_sampling_params()->set_temperature(1.0f);
+  r.mutable_sampling_params()->set_seed(7);
+  for (TokenId t : Run(r).token_ids) {
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), t), allowed.end()) << t;
+  }
+}
+
+TEST_F(RequestOptionsTest, BadWordsNeverAppear) {
+  // The free run says " and" (its own token, as is "and": vLLM's rule bans
+  // both forms); with bad_words ["and"] neither may appear.
+  const std::vector<TokenId> plain = tokenizer_->EncodePrompt("and", false);
+  const std::vector<TokenId> spaced = tokenizer_->EncodePrompt(" and", false);
+  ASSERT_EQ(plain.size(), 1u);
+  ASSERT_EQ(spaced.size(), 1u);
+  const StreamedSequence free_run = Run(Greedy());
+  ASSERT_NE(std::find(free_run.token_ids.begin(), free_run.token_ids.end(), spaced[0]),
+            free_run.token_ids.end());
+  v1::GenerateRequest r = Greedy();
+  r.mutable_sampling_params()->set_ignore_eos(true);
+  r.mutable_sampling_params()->add_bad_words("and");
+  const StreamedSequence seq = Run(r);
+  ASSERT_EQ(seq.token_ids.size(), static_cast<size_t>(kMaxTokens));
+  for (TokenId banned : {plain[0], spaced[0]}) {
+    EXPECT_EQ(std::find(seq.token_ids.begin(), seq.token_ids.end(), banned), seq.token_ids.end())
+        << banned;
+  }
+  // Up to the first " and" nothing changes.
+  const size_t first = static_cast<size_t>(
+      std::find(free_run.token_ids.begin(), free_run.token_ids.end(), spaced[0]) -
+      free_run.token_ids.begin());
+  EXPECT_TRUE(std::equal(seq.token_ids.begin(), seq.token_ids.begin() + first,
+                         free_run.token_ids.begin()));
 }
 
 TEST_F(RequestOptionsTest, MinTokensHoldsOffEos) {

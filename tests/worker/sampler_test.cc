@@ -517,6 +517,64 @@ TEST(SamplerTest, MinTokensBansEndTokensUntilEnoughAreOut) {
   EXPECT_TRUE(std::isinf(out[2].logprob) && out[2].logprob < 0);
 }
 
+TEST(SamplerTest, AllowedTokenIdsRestrictEveryPickButNotLogprobs) {
+  Sampler sampler(0);
+  const std::vector<float> logits = {3.0f, 1.0f, 2.0f, 0.5f, 2.5f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.allowed_token_ids = {1, 3};
+  std::vector<SampledToken> out = sampler.Sample(MakeRequest(logits, p));
+  EXPECT_EQ(out[0].token_id, 1);
+  EXPECT_NEAR(out[0].logprob, RefLogSoftmax(logits)[1], 1e-5);  // the model's
+  // logit_bias still applies to the allowed tokens, and only to them.
+  p.logit_bias = {{0, 100.0f}, {3, 1.0f}};
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p))[0].token_id, 3);
+  // min_tokens' bans reach inside the allowed set.
+  p.logit_bias.clear();
+  p.min_tokens = 1;
+  p.end_token_ids = {1};
+  const std::vector<TokenId> none = {};
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p, none, none))[0].token_id, 3);
+  // Draws stay inside the set, whatever the seed.
+  p = SamplingParams();
+  p.allowed_token_ids = {2, 4};
+  for (uint64_t seed : kSeeds) {
+    p.seed = seed;
+    SamplingRequest r = MakeRequest(logits, p);
+    r.num_samples = 64;
+    for (const SampledToken& t : sampler.Sample(r)) {
+      EXPECT_TRUE(t.token_id == 2 || t.token_id == 4) << t.token_id;
+    }
+  }
+  // Beam candidates: the allowed first, the rest at -inf.
+  SamplingRequest beam = MakeRequest(logits, p);
+  beam.mode = SampleMode::kBeamCandidates;
+  beam.num_samples = 3;
+  out = sampler.Sample(beam);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].token_id, 4);
+  EXPECT_EQ(out[1].token_id, 2);
+  EXPECT_TRUE(std::isinf(out[2].logprob) && out[2].logprob < 0);
+}
+
+TEST(SamplerTest, BadWordsBanTheirNextTokenAfterTheirPrefix) {
+  Sampler sampler(0);
+  const std::vector<float> logits = {3.0f, 1.0f, 2.0f, 0.5f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.bad_words_token_ids = {{0}, {1, 2}, {3, 1, 2}};
+  const std::vector<TokenId> none = {}, after1 = {3, 1}, after3 = {2, 3};
+  // A one-token word is always banned: the best is then 2.
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p, none, none))[0].token_id, 2);
+  // After 1, the word [1, 2] bans 2 (and [3, 1, 2] too): 1 is next.
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p, none, after1))[0].token_id, 1);
+  // After 3 nothing of [1, 2] matches: 2 again.
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p, none, after3))[0].token_id, 2);
+  // The prompt is not the output: a prompt ending in 1 bans nothing.
+  const std::vector<TokenId> prompt1 = {1};
+  EXPECT_EQ(sampler.Sample(MakeRequest(logits, p, prompt1, none))[0].token_id, 2);
+}
+
 TEST(SamplerTest, BeamCandidatesRankByThePenalizedDistribution) {
   Sampler sampler(0);
   SamplingParams p;

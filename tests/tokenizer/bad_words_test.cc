@@ -1,0 +1,84 @@
+// vLLM's bad_words on the demo model's tokenizer: which token sequences a
+// word becomes (common/bad_words.h), and which next token each bans.
+#include "common/bad_words.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace folio {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const std::string kDemoDir = std::string(FOLIO_SOURCE_DIR) + "/models/folio-demo";
+
+class BadWordsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto t = Tokenizer::LoadFromDirectory(kDemoDir);
+    ASSERT_TRUE(t.ok()) << t.status();
+    tokenizer_ = std::move(*t);
+  }
+  std::vector<TokenId> Encode(const std::string& text) const {
+    return tokenizer_->EncodePrompt(text, /*add_special_tokens=*/false);
+  }
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+TEST_F(BadWordsTest, EachWordAsItStartsTheTextAndAfterASpace) {
+  const std::vector<std::string> words = {"LORD", "  and", "unto them"};
+  absl::StatusOr<std::vector<std::vector<TokenId>>> got =
+      BadWordsTokenIds(*tokenizer_, words, "bad_words");
+  ASSERT_TRUE(got.ok()) << got.status();
+  // vLLM's rule, word by word: the word (leading spaces stripped), then " " +
+  // word when that starts with another token and is as long.
+  std::vector<std::vector<TokenId>> want;
+  for (std::string w : {"LORD", "and", "unto them"}) {
+    const std::vector<TokenId> plain = Encode(w), spaced = Encode(" " + w);
+    want.push_back(plain);
+    if (spaced.front() != plain.front() && spaced.size() == plain.size()) want.push_back(spaced);
+  }
+  EXPECT_EQ(*got, want);
+  // "and" and " and" are one token each: both are in. " LORD" (one token)
+  // is shorter than "LORD" (two), so as in vLLM only "LORD" is.
+  ASSERT_EQ(got->size(), 4u);
+  EXPECT_EQ((*got)[0], Encode("LORD"));
+  EXPECT_EQ((*got)[1], Encode("and"));
+  EXPECT_EQ((*got)[2], Encode(" and"));
+  EXPECT_EQ(Encode("and").size(), 1u);
+  EXPECT_NE(Encode("and"), Encode(" and"));
+}
+
+TEST_F(BadWordsTest, AnEmptyWordIsRefusedByIndex) {
+  const std::vector<std::string> words = {"LORD", " \t"};
+  absl::StatusOr<std::vector<std::vector<TokenId>>> got =
+      BadWordsTokenIds(*tokenizer_, words, "sampling_params.bad_words");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(got.status().message()),
+              HasSubstr("sampling_params.bad_words[1] must contain a word"));
+}
+
+TEST(BannedByBadWordsTest, LastTokenOnceTheOutputEndsWithTheRest) {
+  const std::vector<std::vector<TokenId>> words = {{7}, {1, 2}, {4, 1, 2}, {5, 6}};
+  std::vector<TokenId> banned;
+  BannedByBadWords(words, std::vector<TokenId>{}, &banned);
+  EXPECT_THAT(banned, ElementsAre(7));  // nothing out yet: one-token words only
+  banned.clear();
+  BannedByBadWords(words, std::vector<TokenId>{4, 1}, &banned);
+  EXPECT_THAT(banned, ElementsAre(7, 2, 2));
+  banned.clear();
+  BannedByBadWords(words, std::vector<TokenId>{1, 5}, &banned);
+  EXPECT_THAT(banned, ElementsAre(7, 6));
+  banned.clear();
+  BannedByBadWords(words, std::vector<TokenId>{3, 1}, &banned);
+  EXPECT_THAT(banned, ElementsAre(7, 2));  // [4, 1, 2] needs 4 before the 1
+}
+
+}  // namespace
+}  // namespace folio
