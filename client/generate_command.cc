@@ -242,13 +242,13 @@ int GenerateMain(int argc, char** argv) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-    ctx.set_wait_for_ready(wait_s > 0);
     if (!api_key.empty()) ctx.AddMetadata("authorization", "Bearer " + api_key);
     auto reader = stub->Generate(&ctx, request);
     v1::GenerateResponse response;
     while (reader->Read(&response)) {
       received = true;
       if (json) {
+        if (response.has_finished()) finished = response.finished();
         std::string line;
         (void)google::protobuf::util::MessageToJsonString(response, &line, json_options);
         std::printf("%s\n", line.c_str());
@@ -274,9 +274,14 @@ int GenerateMain(int argc, char** argv) {
     }
     return reader->Finish();
   };
-  // --wait-s: also wait out a server that is up but still loading its model.
+  // --wait-s bounds both waits: for the server to listen, then for it to
+  // finish loading its model (it answers UNAVAILABLE until then).
   const auto give_up = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000));
+  if (wait_s > 0) {
+    (void)channel->WaitForConnected(std::chrono::system_clock::now() +
+                                    std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)));
+  }
   grpc::Status status = call();
   while (!status.ok() && !received && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
          std::chrono::steady_clock::now() < give_up) {
@@ -303,7 +308,14 @@ int GenerateMain(int argc, char** argv) {
     std::fprintf(stderr, "folio generate: %s%s\n", status.error_message().c_str(), hint.c_str());
     return 1;
   }
-  if (json) return 0;
+  // A failed sequence fails the command, as a refused request does.
+  const int exit_code = std::any_of(finished.sequences().begin(), finished.sequences().end(),
+                                    [](const v1::SequenceFinish& f) {
+                                      return f.reason() == v1::FINISH_REASON_ERROR;
+                                    })
+                            ? 1
+                            : 0;
+  if (json) return exit_code;
   if (n > 1 || beam_width > 1) {
     for (size_t i = 0; i < texts.size(); ++i) std::printf("[%zu] %s\n", i, texts[i].c_str());
   } else {
@@ -319,7 +331,7 @@ int GenerateMain(int argc, char** argv) {
   std::fprintf(stderr, "[finish: %s; prompt %u tokens (%u cached), completion %u tokens]\n",
                absl::StrJoin(reasons, ",").c_str(), finished.usage().prompt_tokens(),
                finished.usage().cached_prompt_tokens(), finished.usage().completion_tokens());
-  return 0;
+  return exit_code;
 }
 
 }  // namespace folio

@@ -304,6 +304,11 @@ absl::Status ParseRope(const json& root, std::string_view source, ModelConfig& c
   if (*type == "default") return absl::OkStatus();
   RopeScaling s;
   if (*type == "llama3") {
+    // All four are required, as transformers and vLLM read them.
+    for (const char* field : {"factor", "low_freq_factor", "high_freq_factor",
+                              "original_max_position_embeddings"}) {
+      if (r.Get(field) == nullptr) return r.Error(field, "required for llama3 but missing");
+    }
     FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", s.factor));
     FOLIO_ASSIGN_OR_RETURN_CFG(s.low_freq_factor, r.PositiveFloat("low_freq_factor",
                                                                   s.low_freq_factor));

@@ -99,6 +99,14 @@ absl::StatusOr<int32_t> ResolveMaxModelLen(int32_t requested, int32_t model_max,
         absl::StrCat("--max-model-len must be >= 0 (0: the model's), not ", requested));
   }
   if (requested > 0) {
+    if (requested > model_max) {
+      // Positions past it have no rotary embedding on the workers (vLLM
+      // refuses it too).
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max-model-len ", requested, " exceeds the model's context of ", model_max,
+          " positions (max_position_embeddings, times the factor of linear or yarn rope "
+          "scaling)"));
+    }
     if (requested > token_slots) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--max-model-len ", requested, " exceeds the ", token_slots,

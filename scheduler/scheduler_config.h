@@ -73,7 +73,7 @@ int32_t WatermarkBlocks(double watermark, int32_t num_blocks);
 int64_t RequestTokenSlots(const SchedulerConfig& config);
 
 // The max_model_len to serve with, once the KV pool is sized. `requested`
-// > 0 is the user's (--max-model-len) and must fit in token_slots
+// > 0 is the user's (--max-model-len): at most model_max, and it must fit in token_slots
 // (RequestTokenSlots): longer would accept requests that can never be
 // admitted or finish, so it is an InvalidArgumentError naming the flag.
 // requested 0 takes model_max (ModelConfig::MaxModelLen), capped at

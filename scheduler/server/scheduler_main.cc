@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -306,6 +307,14 @@ int Run(int argc, char** argv) {
   absl::StatusOr<v1::DType> dtype = ParseDType(s.dtype, on_cuda);
   if (!dtype.ok()) return fail(dtype.status());
   const int32_t model_max_len = model->MaxModelLen();
+  // A --max-model-len past the model's context fails here, before any worker
+  // loads (the cache's own bound is checked once the workers report it).
+  if (absl::StatusOr<int32_t> len = ResolveMaxModelLen(
+          static_cast<int32_t>(std::min<int64_t>(s.max_model_len, INT32_MAX)), model_max_len,
+          std::numeric_limits<int64_t>::max());
+      !len.ok()) {
+    return fail(len.status());
+  }
   absl::StatusOr<PreemptionMode> preemption = ParsePreemptionMode(s.preemption_mode);
   if (!preemption.ok()) return fail(preemption.status());
   absl::StatusOr<SchedulingPolicy> policy = ParseSchedulingPolicy(s.scheduling_policy);

@@ -220,13 +220,14 @@ TEST(ModelConfigTest, AlternativeSpellings) {
 
   j = json::parse(kMinimal);
   j["architectures"] = {"SomethingElse", "MistralForCausalLM"};  // first supported wins
-  j["rope_scaling"] = {{"type", "llama3"}, {"factor", 4}};       // old key; missing -> defaults
+  j["rope_scaling"] = {{"type", "llama3"}, {"factor", 4}, {"low_freq_factor", 1},  // old key
+                       {"high_freq_factor", 2}, {"original_max_position_embeddings", 1024}};
   c = MustParse(j.dump());
   EXPECT_EQ(c.architecture, ModelArchitecture::kMistral);
   ASSERT_TRUE(c.rope_scaling.has_value());
   EXPECT_FLOAT_EQ(c.rope_scaling->factor, 4.0f);
-  EXPECT_FLOAT_EQ(c.rope_scaling->high_freq_factor, 4.0f);
-  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 8192);
+  EXPECT_FLOAT_EQ(c.rope_scaling->high_freq_factor, 2.0f);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 1024);
 }
 
 // transformers v5 writes rope_theta and the scaling into rope_parameters;
@@ -391,6 +392,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "'architectures': required"},
         ErrorCase{"bad_model_type", R"({"architectures": null, "model_type": "gemma"})",
                   "'model_type': unsupported architecture 'gemma'"},
+        ErrorCase{"rope_llama3_incomplete", R"({"rope_scaling": {"low_freq_factor": null}})",
+                  "'rope_scaling.low_freq_factor': required for llama3 but missing"},
         ErrorCase{"rope_longrope", R"({"rope_scaling": {"rope_type": "longrope"}})",
                   "'rope_scaling.rope_type': unsupported rope scaling type 'longrope' "
                   "(supported: llama3, linear, yarn, dynamic)"},

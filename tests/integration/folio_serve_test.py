@@ -141,6 +141,26 @@ class FolioServeTest(unittest.TestCase):
                 self.assertIn(message, proc.stderr)
                 self.assertNotIn("waiting for", proc.stderr)
 
+    def test_max_model_len_past_the_models_context_stops_the_scheduler(self):
+        scheduler = os.path.join(BIN_DIR, "folio-scheduler")
+        proc = subprocess.run(
+            [scheduler, "--model", DEMO, "--port", str(free_ports(1)), "--metrics-port", "0",
+             "--workers", f"127.0.0.1:{free_ports(1)}", "--max-model-len", "513"],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("--max-model-len 513 exceeds the model's context of 512", proc.stderr)
+        self.assertNotIn("waiting for", proc.stderr)
+
+    def test_generate_wait_s_bounds_the_wait_for_a_server(self):
+        # Nothing listens: --wait-s 2 gives up after about 2 s (well before
+        # --timeout-s), exit 1 with a hint.
+        generated = subprocess.run(
+            [FOLIO, "generate", "--address", f"127.0.0.1:{free_ports(1)}", "--wait-s", "2",
+             "--timeout-s", "600", "--token-ids", "5 6"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(generated.returncode, 1, generated.stderr)
+        self.assertIn("is a cluster serving at", generated.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -111,6 +111,21 @@ TEST(SchedulerTest, DuplicateIdIsAlreadyExistsAndTheOriginalStillRuns) {
   ExpectDrained(*s);
 }
 
+// --max-model-len cannot reach past the model's context (its rotary table
+// ends there) nor past the cache; 0 takes the smaller of the two.
+TEST(SchedulerTest, MaxModelLenStaysWithinTheModelAndTheCache) {
+  EXPECT_EQ(*ResolveMaxModelLen(0, 256, 1000), 256);
+  EXPECT_EQ(*ResolveMaxModelLen(256, 256, 1000), 256);
+  absl::StatusOr<int32_t> longer = ResolveMaxModelLen(257, 256, 1000);
+  ASSERT_FALSE(longer.ok());
+  EXPECT_EQ(longer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(longer.status().message().find("exceeds the model's context of 256"),
+            std::string::npos)
+      << longer.status();
+  EXPECT_FALSE(ResolveMaxModelLen(1001, 4096, 1000).ok());
+  EXPECT_EQ(*ResolveMaxModelLen(0, 4096, 1000), 1000);
+}
+
 // max_model_len as the servers resolve it (RequestTokenSlots: the blocks
 // above the watermark): the longest prompt it allows is admitted, not refused
 // as never fitting, and runs to max_model_len. One more token is refused.
