@@ -219,6 +219,12 @@ int ServeMain(int argc, char** argv) {
     }
     break;
   }
+  // A worker that exits first was most often told to by the scheduler, which
+  // is about to say why (a model the workers cannot load): let it finish.
+  if (exit_code != 0 && scheduler > 0) {
+    int status = 0;
+    if (WaitFor(scheduler, std::chrono::seconds(5), &status)) scheduler = -1;
+  }
   if (scheduler > 0) Stop(scheduler, std::chrono::seconds(15));
   for (pid_t w : workers) {
     if (w > 0) Stop(w, std::chrono::seconds(10));

@@ -208,21 +208,27 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
 
-  std::thread([&service, grace_s] {
+  // Byte 0 on the pipe is no signal: main's own wake-up at exit.
+  std::thread watcher([&service, grace_s] {
     unsigned char sig = 0;
     ssize_t n;
     do {
       n = read(g_signal_pipe[0], &sig, 1);
     } while (n < 0 && errno == EINTR);
-    if (n == 1) {
+    if (n == 1 && sig != 0) {
       std::fprintf(stderr, "folio-worker: %s, shutting down\n", strsignal(sig));
       service.Close(absl::Seconds(grace_s));  // notifies `stop`
     }
-  }).detach();
+  });
 
   stop.WaitForNotification();
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(grace_s)));
   server->Wait();
+  // The watcher must be done before `service` goes: a SIGTERM after the
+  // shutdown (folio serve stopping the cluster) reached a destroyed one.
+  const unsigned char wake = 0;
+  [[maybe_unused]] ssize_t woke = write(g_signal_pipe[1], &wake, 1);
+  watcher.join();
   std::fprintf(stderr, "folio-worker rank %d: stopped\n", rank);
   return 0;
 }

@@ -466,10 +466,13 @@ int Run(int argc, char** argv) {
   wo.connect_timeout = absl::Seconds(s.connect_timeout_s);
   absl::StatusOr<std::unique_ptr<RemoteWorkerGroup>> workers = RemoteWorkerGroup::Connect(wo);
   if (!workers.ok()) {
+    // Said first: the workers are already told to stop, and `folio serve`
+    // stops this process once they exit.
+    const int code = fail(workers.status());
     rendezvous.Shutdown();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     stop_side_servers();
-    return fail(workers.status());
+    return code;
   }
   RemoteWorkerGroup* group = workers->get();
 
