@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
 #include "client/logit_bias_flag.h"
+#include "common/byte_level.h"
 #include "common/flags.h"
 #include "folio/v1/generation.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -143,6 +144,18 @@ int GenerateMain(int argc, char** argv) {
     }
   } else {
     request.set_text(flags.positional()[0]);
+  }
+  // Protobuf strings must be UTF-8: the server could not even parse the
+  // request (and would answer without a reason).
+  for (const auto& [what, texts] :
+       {std::pair{"PROMPT", std::vector<std::string>{request.text()}},
+        std::pair{"--stop", stops}, std::pair{"--bad-word", bad_words}}) {
+    for (const std::string& text : texts) {
+      if (!IsValidUtf8(text)) {
+        std::fprintf(stderr, "folio generate: %s is not valid UTF-8\n", what);
+        return 2;
+      }
+    }
   }
   if (!request_id.empty()) request.set_request_id(request_id);
   v1::SamplingParams* sp = request.mutable_sampling_params();

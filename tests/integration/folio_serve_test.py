@@ -161,6 +161,16 @@ class FolioServeTest(unittest.TestCase):
         self.assertEqual(generated.returncode, 1, generated.stderr)
         self.assertIn("is a cluster serving at", generated.stderr)
 
+    def test_generate_refuses_text_that_is_not_utf8(self):
+        # Protobuf strings must be UTF-8: refused before anything is sent.
+        for args, what in ((["ab\udcff"], "PROMPT"), (["--stop", "\udcc3", "hi"], "--stop")):
+            with self.subTest(what=what):
+                argv = [os.fsencode(a) for a in [FOLIO, "generate", "--address",
+                                                 "127.0.0.1:1", *args]]
+                proc = subprocess.run(argv, capture_output=True, timeout=60)
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertIn(f"{what} is not valid UTF-8".encode(), proc.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
