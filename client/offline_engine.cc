@@ -106,6 +106,7 @@ absl::StatusOr<std::vector<OfflineEngine::Result>> OfflineEngine::Generate(
         s = bad.status();
       }
     }
+    if (s.ok()) s = CheckAllowedTokensLeaveAChoice(spec.sampling, config.eos_token_ids);
     spec.eos_token_ids = config.eos_token_ids;
     results[i].prompt_token_ids = spec.prompt;
     slot[spec.id] = i;

@@ -7,6 +7,25 @@
 
 namespace folio {
 
+absl::Status CheckAllowedTokensLeaveAChoice(const SamplingParams& p,
+                                            std::span<const TokenId> eos_token_ids) {
+  auto contains = [](const auto& range, TokenId t) {
+    return std::find(range.begin(), range.end(), t) != range.end();
+  };
+  for (TokenId t : p.allowed_token_ids) {
+    const bool bad_word = std::any_of(p.bad_words_token_ids.begin(), p.bad_words_token_ids.end(),
+                                      [t](const auto& w) { return w.size() == 1 && w[0] == t; });
+    const bool ends = p.min_tokens > 0 && (contains(eos_token_ids, t) ||
+                                           contains(p.stop_token_ids, t));
+    if (!bad_word && !ends) return absl::OkStatus();
+  }
+  if (p.allowed_token_ids.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "allowed_token_ids leaves no token to sample: each is a one-token bad word",
+      p.min_tokens > 0 ? " or ends the sequence before min_tokens (" : "",
+      p.min_tokens > 0 ? absl::StrCat(p.min_tokens, ")") : ""));
+}
+
 void SortUniqueTokenIds(std::vector<TokenId>* ids) {
   std::sort(ids->begin(), ids->end());
   ids->erase(std::unique(ids->begin(), ids->end()), ids->end());

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -86,6 +87,13 @@ void SortUniqueTokenIds(std::vector<TokenId>* ids);
 // token). INVALID_ARGUMENT "truncate_prompt_tokens must be ..." for k = 0,
 // k < -1 or k > max_model_len.
 absl::Status TruncatePrompt(int32_t k, int32_t max_model_len, std::vector<TokenId>* prompt);
+
+// INVALID_ARGUMENT "allowed_token_ids leaves ..." when every allowed token
+// is always banned: a one-token bad word or, with min_tokens > 0, a token
+// that ends the sequence (eos_token_ids, stop_token_ids). OK without
+// allowed_token_ids.
+absl::Status CheckAllowedTokensLeaveAChoice(const SamplingParams& params,
+                                            std::span<const TokenId> eos_token_ids);
 
 // INVALID_ARGUMENT naming the offending field, e.g. "top_p must be in (0, 1]".
 absl::Status ValidateSamplingParams(const SamplingParams& params);

@@ -148,6 +148,9 @@ absl::StatusOr<ParsedRequest> ParseGenerateRequest(const v1::GenerateRequest& re
     if (!bad.ok()) return bad.status();
     sampling->bad_words_token_ids = *std::move(bad);
   }
+  if (absl::Status s = CheckAllowedTokensLeaveAChoice(*sampling, limits.eos_token_ids); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling_params.", s.message()));
+  }
   for (const TokenBias& b : sampling->logit_bias) {
     if (b.token >= limits.vocab_size) {
       return Invalid(absl::StrCat("sampling_params.logit_bias[", b.token, "]"),

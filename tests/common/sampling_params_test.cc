@@ -52,6 +52,29 @@ TEST(ValidateSamplingParamsTest, AllowedTokenIdsAndBadWords) {
   EXPECT_TRUE(ValidateSamplingParams(p).ok());
 }
 
+TEST(CheckAllowedTokensLeaveAChoiceTest, SomeAllowedTokenMustStaySampleable) {
+  SamplingParams p;
+  const std::vector<TokenId> eos = {2};
+  EXPECT_TRUE(CheckAllowedTokensLeaveAChoice(p, eos).ok());  // no allowed_token_ids
+  p.allowed_token_ids = {2, 7};
+  p.stop_token_ids = {7};
+  EXPECT_TRUE(CheckAllowedTokensLeaveAChoice(p, eos).ok());  // min_tokens 0: both may end it
+  p.min_tokens = 3;
+  EXPECT_EQ(CheckAllowedTokensLeaveAChoice(p, eos).message(),
+            "allowed_token_ids leaves no token to sample: each is a one-token bad word or ends "
+            "the sequence before min_tokens (3)");
+  p.allowed_token_ids = {2, 7, 9};
+  EXPECT_TRUE(CheckAllowedTokensLeaveAChoice(p, eos).ok());
+  p.bad_words_token_ids = {{4, 9}};  // two tokens: bans 9 only after 4
+  EXPECT_TRUE(CheckAllowedTokensLeaveAChoice(p, eos).ok());
+  p.bad_words_token_ids = {{9}};
+  EXPECT_FALSE(CheckAllowedTokensLeaveAChoice(p, eos).ok());
+  p.min_tokens = 0;
+  p.allowed_token_ids = {9};
+  EXPECT_EQ(CheckAllowedTokensLeaveAChoice(p, eos).message(),
+            "allowed_token_ids leaves no token to sample: each is a one-token bad word");
+}
+
 // Left truncation keeps the prompt's last k tokens; -1 leaves room for one
 // new token under max_model_len.
 TEST(TruncatePromptTest, KeepsTheLastTokens) {

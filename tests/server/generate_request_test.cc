@@ -263,6 +263,11 @@ TEST_F(GenerateRequestTest, ErrorsNameTheField) {
                   s.add_bad_words("  ");
                 }),
                 "sampling_params.bad_words[1] must contain a word");
+  ExpectInvalid(with([](v1::SamplingParams& s) {
+                  s.add_allowed_token_ids(2047);  // the demo model's EOS
+                  s.set_min_tokens(2);
+                }),
+                "sampling_params.allowed_token_ids leaves no token to sample");
   ExpectInvalid(with([](v1::SamplingParams& s) { (*s.mutable_logit_bias())[2048] = 1.0f; }),
                 "sampling_params.logit_bias[2048] names a token outside the vocabulary");
   ExpectInvalid(with([](v1::SamplingParams& s) { (*s.mutable_logit_bias())[-3] = 1.0f; }),
