@@ -149,6 +149,7 @@ int GenerateMain(int argc, char** argv) {
   // request (and would answer without a reason).
   for (const auto& [what, texts] :
        {std::pair{"PROMPT", std::vector<std::string>{request.text()}},
+        std::pair{"--request-id", std::vector<std::string>{request_id}},
         std::pair{"--stop", stops}, std::pair{"--bad-word", bad_words}}) {
     for (const std::string& text : texts) {
       if (!IsValidUtf8(text)) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/byte_level.h"
+#include "common/unicode_word.h"
 
 namespace folio {
 
@@ -11,8 +13,22 @@ absl::StatusOr<std::vector<std::vector<TokenId>>> BadWordsTokenIds(
   std::vector<std::vector<TokenId>> out;
   for (size_t i = 0; i < words.size(); ++i) {
     std::string_view word = words[i];
-    // Python's str.lstrip(): leading whitespace (ASCII here).
-    word.remove_prefix(std::min(word.find_first_not_of(" \t\n\r\f\v"), word.size()));
+    if (!IsValidUtf8(word)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(field), "[", i, "] is not valid UTF-8"));
+    }
+    // Python's str.lstrip(): Unicode White_Space and the ASCII separators
+    // U+001C..U+001F, which str.isspace() counts too.
+    while (true) {
+      const size_t space = LeadingWhiteSpaceEnd(word);
+      if (space > 0) {
+        word.remove_prefix(space);
+      } else if (!word.empty() && word[0] >= 0x1c && word[0] <= 0x1f) {
+        word.remove_prefix(1);
+      } else {
+        break;
+      }
+    }
     std::vector<TokenId> plain = tokenizer.EncodePrompt(word, /*add_special_tokens=*/false);
     if (word.empty() || plain.empty()) {
       return absl::InvalidArgumentError(

@@ -532,7 +532,9 @@ int32_t ModelConfig::MaxModelLen() const {
       len = double{rope_scaling->original_max_position_embeddings} * rope_scaling->factor;
       break;
   }
-  return static_cast<int32_t>(std::clamp(len, 1.0, double{INT32_MAX}));
+  // Rounded: a factor derived as max_position_embeddings / original (float)
+  // must give max_position_embeddings back.
+  return static_cast<int32_t>(std::clamp(std::round(len), 1.0, double{INT32_MAX}));
 }
 
 absl::StatusOr<ModelConfig> ModelConfig::LoadFromDirectory(const std::string& model_dir) {

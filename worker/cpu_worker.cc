@@ -116,16 +116,16 @@ absl::StatusOr<StepResult> CpuWorker::Execute(const StepPlan& plan) {
   result.step_id = plan.step_id;
   const bool rank0 = options_.shard.rank == 0;
   // Prompt scoring reuses the forward pass; its LM-head rows are a collective.
-  const ScoreRowsFn score_rows = [this](std::span<const int32_t> rows,
-                                        std::span<const TokenId> targets, int32_t num_top,
+  const RowLogitsFn logits_of = [this](std::span<const int32_t> rows) {
+    return runner_->Logits(rows, prompt_logits_);
+  };
+  const ScoreRowsFn score_rows = [this](std::span<const TokenId> targets, int32_t num_top,
                                         std::vector<SampledToken>* scored) {
-    if (absl::Status s = runner_->Logits(rows, prompt_logits_); !s.ok()) return s;
-    if (scored == nullptr) return absl::OkStatus();
     return ScoreRowsOnHost(prompt_logits_, config().vocab_size, targets, num_top,
                            &prompt_scratch_, scored);
   };
   if (absl::Status s = ScorePrompts(plan, batch_, batch_seqs_, config().vocab_size,
-                                    kMaxScoredRowsPerCall, rank0, score_rows,
+                                    kMaxScoredRowsPerCall, rank0, logits_of, score_rows,
                                     &result.prompt_logprobs);
       !s.ok()) {
     return s;

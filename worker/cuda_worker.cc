@@ -209,7 +209,11 @@ absl::Status CudaWorker::Init(const ModelWeights& weights) {
   ro.max_model_len = o.max_model_len;
   ro.device = o.device;
   ro.collectives = collectives_.get();
-  if (absl::Status s = ToAbsl(gpu::CudaModelRunner::Create(ViewOf(weights), ro, &runner_),
+  gpu::HostModel view = ViewOf(weights);
+  // The rotary table covers what the scheduler serves (a 32x-stretched
+  // context would otherwise cost a table of millions of positions).
+  if (o.max_model_len > 0) view.max_position = std::min(view.max_position, o.max_model_len);
+  if (absl::Status s = ToAbsl(gpu::CudaModelRunner::Create(view, ro, &runner_),
                               "CudaModelRunner::Create");
       !s.ok()) {
     return s;
@@ -219,7 +223,9 @@ absl::Status CudaWorker::Init(const ModelWeights& weights) {
   // largest sampling buffer, ~16 bytes per logit) is allocated now so that
   // the memory profile counts it.
   if (o.shard.rank == 0) {
-    const size_t ws = kg::SamplingWorkspaceBytes(std::min(o.max_num_seqs, 65535), config_.vocab_size);
+    // Prompt scoring runs up to kMaxScoredRowsPerCall rows through it too.
+    const size_t ws = kg::SamplingWorkspaceBytes(
+        std::min(std::max(o.max_num_seqs, kMaxScoredRowsPerCall), 65535), config_.vocab_size);
     if (ws == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "sampling ", o.max_num_seqs, " rows of ", config_.vocab_size,
@@ -350,14 +356,17 @@ absl::StatusOr<StepResult> CudaWorker::Execute(const StepPlan& plan) {
   if (options_.shard.rank == 0 && !batch_.logits_rows.empty()) sampled = Sample(plan, &result);
   // Prompt scoring after sampling (RowLogits replaces the sampled logits),
   // on the device like sampling: only log-probs and top lists come back.
-  const ScoreRowsFn score_rows = [this](std::span<const int32_t> rows,
-                                        std::span<const TokenId> targets, int32_t num_top,
-                                        std::vector<SampledToken>* scored) {
-    return ScoreRows(rows, targets, num_top, scored);
+  const RowLogitsFn logits_of = [this](std::span<const int32_t> rows) {
+    return ToAbsl(runner_->RowLogits(rows), "prompt logits");
   };
-  absl::Status scored =
-      ScorePrompts(plan, batch_, batch_seqs_, config_.vocab_size, kMaxScoredRowsPerCall,
-                   options_.shard.rank == 0 && sampled.ok(), score_rows, &result.prompt_logprobs);
+  const ScoreRowsFn score_rows = [this](std::span<const TokenId> targets, int32_t num_top,
+                                        std::vector<SampledToken>* scored) {
+    return ScoreRows(targets, num_top, scored);
+  };
+  absl::Status scored = ScorePrompts(plan, batch_, batch_seqs_, config_.vocab_size,
+                                     kMaxScoredRowsPerCall,
+                                     options_.shard.rank == 0 && sampled.ok(), logits_of,
+                                     score_rows, &result.prompt_logprobs);
   if (!sampled.ok()) return sampled;
   if (!scored.ok()) return scored;
   // The step's device work (cache ops, forward) ends here, so its errors
@@ -551,11 +560,12 @@ absl::StatusOr<CudaWorker::SamplingResults> CudaWorker::RunSampling() {
   return res;
 }
 
-absl::Status CudaWorker::ScoreRows(std::span<const int32_t> rows,
-                                   std::span<const TokenId> targets, int32_t num_top,
+absl::Status CudaWorker::ScoreRows(std::span<const TokenId> targets, int32_t num_top,
                                    std::vector<SampledToken>* scored) {
-  if (absl::Status s = ToAbsl(runner_->RowLogits(rows), "prompt logits"); !s.ok()) return s;
-  if (scored == nullptr) return absl::OkStatus();
+  if (static_cast<int32_t>(targets.size()) != runner_->num_logits_rows()) {
+    return absl::InternalError(absl::StrCat("scoring ", targets.size(), " rows but RowLogits made ",
+                                            runner_->num_logits_rows()));
+  }
   sampling_.Clear();
   for (const TokenId target : targets) sampling_.AddScoring(target, num_top);
   absl::StatusOr<SamplingResults> got = RunSampling();

@@ -125,10 +125,10 @@ class CudaWorker final : public ModelWorker {
   absl::Status Init(const ModelWeights& weights);
   // Rank 0: samples the runner's logits rows on the device into *result.
   absl::Status Sample(const StepPlan& plan, StepResult* result);
-  // ScoreRowsFn on the device: RowLogits (every rank), then on rank 0 a
-  // scoring row per target through the sampling kernels.
-  absl::Status ScoreRows(std::span<const int32_t> rows, std::span<const TokenId> targets,
-                         int32_t num_top, std::vector<SampledToken>* scored);
+  // ScoreRowsFn on the device (rank 0, after RowLogits): a scoring row per
+  // target through the sampling kernels.
+  absl::Status ScoreRows(std::span<const TokenId> targets, int32_t num_top,
+                         std::vector<SampledToken>* scored);
   // Host views of RunSampling's results (pinned, valid until the next run).
   struct SamplingResults {
     const int32_t* tokens = nullptr;       // [num_samples]

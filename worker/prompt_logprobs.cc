@@ -40,8 +40,8 @@ absl::Status ScoreRowsOnHost(std::span<const float> logits, int32_t vocab,
 
 absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
                           std::span<const MirroredSequence* const> seqs, int32_t vocab_size,
-                          int32_t max_rows, bool score, const ScoreRowsFn& score_rows,
-                          std::vector<PromptLogprobs>* out) {
+                          int32_t max_rows, bool score, const RowLogitsFn& logits_of,
+                          const ScoreRowsFn& score_rows, std::vector<PromptLogprobs>* out) {
   std::vector<int32_t> rows;
   std::vector<TokenId> targets;
   // Rank 0's first scoring error: kept, not returned, until every collective
@@ -78,11 +78,10 @@ absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
                            target, ", outside the vocabulary"));
         }
       }
-      const bool scoring = score && failed.ok();
-      if (absl::Status st = score_rows(rows, targets, num_top, scoring ? &scored.tokens : nullptr);
-          !st.ok()) {
-        return st;
-      }
+      if (absl::Status st = logits_of(rows); !st.ok()) return st;
+      if (!score || !failed.ok()) continue;
+      // Rank 0's own part: a failure waits for the other collective calls.
+      if (absl::Status st = score_rows(targets, num_top, &scored.tokens); !st.ok()) failed = st;
     }
     if (score) out->push_back(std::move(scored));
   }

@@ -27,27 +27,29 @@ namespace folio {
 // (64 x vocab floats).
 inline constexpr int32_t kMaxScoredRowsPerCall = 64;
 
-// Scores `rows` of the last forward pass's batch: row i's log-prob of
+// The collective part of scoring: the LM head on `rows` of the last forward
+// pass's batch, its logits left where ScoreRowsFn reads them (rank 0). Every
+// rank of a tensor-parallel group is called with the same rows, in the same
+// order.
+using RowLogitsFn = std::function<absl::Status(std::span<const int32_t> rows)>;
+// Rank 0's part: for the rows RowLogitsFn just made, row i's log-prob of
 // targets[i] and its num_top most likely tokens, appended to *scored in
-// order (rank 0). Every rank of a tensor-parallel group is called with the
-// same rows, in the same order (the LM head is a collective); with
-// scored == nullptr (other ranks, or rank 0 after a failure) only that
-// collective part runs. REQUIRES (when scoring) every target in [0, vocab).
-using ScoreRowsFn =
-    std::function<absl::Status(std::span<const int32_t> rows, std::span<const TokenId> targets,
-                               int32_t num_top, std::vector<SampledToken>* scored)>;
+// order. REQUIRES every target in [0, vocab).
+using ScoreRowsFn = std::function<absl::Status(
+    std::span<const TokenId> targets, int32_t num_top, std::vector<SampledToken>* scored)>;
 
 // Scores the prompts of `plan`'s chunks with prompt_logprobs, after the
 // forward pass of `batch` (BuildForwardBatch's, with `seqs` its mirrored
 // sequences). On rank 0 (`score`) appends one PromptLogprobs per such chunk,
-// in plan order, to `out`; other ranks only take part in `score_rows`. Every
-// rank makes all its `score_rows` calls even when scoring fails on rank 0 (a
-// partner rank would wait in the collective), and returns the error after.
+// in plan order, to `out`; other ranks only take part in `logits_of`. Every
+// rank makes all its `logits_of` calls even when scoring fails on rank 0 (a
+// partner rank would wait in the collective), and returns the error after;
+// a failed `logits_of` (the collective itself) returns at once.
 // REQUIRES: max_rows >= 1.
 absl::Status ScorePrompts(const StepPlan& plan, const ForwardBatch& batch,
                           std::span<const MirroredSequence* const> seqs, int32_t vocab_size,
-                          int32_t max_rows, bool score, const ScoreRowsFn& score_rows,
-                          std::vector<PromptLogprobs>* out);
+                          int32_t max_rows, bool score, const RowLogitsFn& logits_of,
+                          const ScoreRowsFn& score_rows, std::vector<PromptLogprobs>* out);
 
 // One row: `target`'s log-prob under log_softmax(logits) and the num_top most
 // likely tokens (best first, ties lower id first), as the sampler reports
@@ -60,8 +62,8 @@ struct PromptRowScratch {
 SampledToken ScorePromptRow(std::span<const float> logits, TokenId target, int32_t num_top,
                             PromptRowScratch* scratch);
 
-// ScoreRowsFn's scoring on the host, from `logits` [targets.size()][vocab]
-// (the CPU worker's): INTERNAL when the logits are not that size.
+// ScoreRowsFn on the host, from `logits` [targets.size()][vocab] (the CPU
+// worker's): INTERNAL when the logits are not that size.
 absl::Status ScoreRowsOnHost(std::span<const float> logits, int32_t vocab,
                              std::span<const TokenId> targets, int32_t num_top,
                              PromptRowScratch* scratch, std::vector<SampledToken>* scored);

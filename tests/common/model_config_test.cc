@@ -341,6 +341,13 @@ TEST(ModelConfigTest, YarnOptions) {
   ASSERT_TRUE(c.rope_scaling.has_value());
   EXPECT_NEAR(c.rope_scaling->attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-6);
 
+  // A derived factor that float cannot hold exactly still gives the context back.
+  j["max_position_embeddings"] = 131072;
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"original_max_position_embeddings", 3000}};
+  c = MustParse(j.dump());
+  EXPECT_EQ(c.MaxModelLen(), 131072);
+  j["max_position_embeddings"] = 163840;
+
   // No original_max_position_embeddings: max_position_embeddings is it.
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
   c = MustParse(j.dump());

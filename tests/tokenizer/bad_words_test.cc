@@ -64,6 +64,21 @@ TEST_F(BadWordsTest, AnEmptyWordIsRefusedByIndex) {
               HasSubstr("sampling_params.bad_words[1] must contain a word"));
 }
 
+// Leading Unicode spaces go as Python's lstrip() takes them; bytes that are
+// not UTF-8 are refused.
+TEST_F(BadWordsTest, StripsUnicodeSpacesAndRefusesInvalidUtf8) {
+  const std::vector<std::string> spaced = {"\u3000\u00a0\x1f and"};
+  absl::StatusOr<std::vector<std::vector<TokenId>>> got =
+      BadWordsTokenIds(*tokenizer_, spaced, "bad_words");
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::vector<std::string> plain = {"and"};
+  EXPECT_EQ(*got, *BadWordsTokenIds(*tokenizer_, plain, "bad_words"));
+  const std::vector<std::string> broken = {"an\xff"};
+  got = BadWordsTokenIds(*tokenizer_, broken, "bad_words");
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("bad_words[0] is not valid UTF-8"));
+}
+
 TEST(BannedByBadWordsTest, LastTokenOnceTheOutputEndsWithTheRest) {
   const std::vector<std::vector<TokenId>> words = {{7}, {1, 2}, {4, 1, 2}, {5, 6}};
   std::vector<TokenId> banned;
