@@ -198,6 +198,7 @@ int ServeMain(int argc, char** argv) {
 
   // Until a signal, or until any process exits on its own.
   int exit_code = 0;
+  bool worker_told_to_stop = false;  // a worker exited 0: the scheduler's Shutdown
   while (true) {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -213,15 +214,16 @@ int ServeMain(int argc, char** argv) {
                  WIFEXITED(status) ? "status" : "signal",
                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     exit_code = 1;
+    worker_told_to_stop = pid != scheduler && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (pid == scheduler) scheduler = -1;
     for (pid_t& w : workers) {
       if (w == pid) w = -1;
     }
     break;
   }
-  // A worker that exits first was most often told to by the scheduler, which
-  // is about to say why (a model the workers cannot load): let it finish.
-  if (exit_code != 0 && scheduler > 0) {
+  // A worker that exits cleanly first was told to by the scheduler, which is
+  // about to say why (a model the workers cannot load): let it finish.
+  if (worker_told_to_stop && scheduler > 0) {
     int status = 0;
     if (WaitFor(scheduler, std::chrono::seconds(5), &status)) scheduler = -1;
   }
