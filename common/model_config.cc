@@ -221,6 +221,29 @@ absl::Status CheckFullRotary(const Fields& f) {
   return absl::OkStatus();
 }
 
+// A yarn field transformers reads as `value or default`: absent, null and 0
+// leave *value as it is; anything else must be a positive number.
+absl::Status PositiveUnlessZero(const Fields& r, const char* field, float* value) {
+  const json* v = r.Get(field);
+  if (v == nullptr || (v->is_number() && v->get<double>() == 0.0)) return absl::OkStatus();
+  FOLIO_ASSIGN_OR_RETURN_CFG(*value, r.PositiveFloat(field, *value));
+  return absl::OkStatus();
+}
+
+// The context the scaled RoPE serves, as vLLM derives it (see MaxModelLen).
+double ScaledContext(int32_t max_position_embeddings, const RopeScaling& s) {
+  switch (s.type) {
+    case RopeScalingType::kLinear:
+      return double{max_position_embeddings} * s.factor;
+    case RopeScalingType::kYarn:
+      return double{s.original_max_position_embeddings} * s.factor;
+    case RopeScalingType::kLlama3:
+    case RopeScalingType::kDynamic:
+      break;
+  }
+  return max_position_embeddings;
+}
+
 // transformers' yarn get_mscale.
 double YarnMscale(double scale, double mscale) {
   return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
@@ -240,13 +263,8 @@ absl::Status ParseYarn(const Fields& r, const ModelConfig& c, RopeScaling& s) {
     return r.Error("factor", "required but missing");
   }
   // transformers reads `beta_fast or 32`: null and 0 take the default.
-  for (auto [field, value] : {std::pair{"beta_fast", &s.beta_fast},
-                              std::pair{"beta_slow", &s.beta_slow}}) {
-    const json* v = r.Get(field);
-    if (v != nullptr && !(v->is_number() && v->get<double>() == 0.0)) {
-      FOLIO_ASSIGN_OR_RETURN_CFG(*value, r.PositiveFloat(field, *value));
-    }
-  }
+  if (absl::Status st = PositiveUnlessZero(r, "beta_fast", &s.beta_fast); !st.ok()) return st;
+  if (absl::Status st = PositiveUnlessZero(r, "beta_slow", &s.beta_slow); !st.ok()) return st;
   FOLIO_ASSIGN_OR_RETURN_CFG(s.truncate, r.Bool("truncate", true));
   if (r.Get("attention_factor") != nullptr) {
     FOLIO_ASSIGN_OR_RETURN_CFG(s.attention_factor, r.PositiveFloat("attention_factor", 1.0f));
@@ -255,12 +273,9 @@ absl::Status ParseYarn(const Fields& r, const ModelConfig& c, RopeScaling& s) {
   // DeepSeek-style mscale / mscale_all_dim, else the paper's 0.1 ln(s) + 1.
   // (transformers tests `if mscale and mscale_all_dim`: 0 means unset.)
   float mscale = 0.0f, mscale_all_dim = 0.0f;
-  for (auto [field, value] : {std::pair{"mscale", &mscale},
-                              std::pair{"mscale_all_dim", &mscale_all_dim}}) {
-    const json* v = r.Get(field);
-    if (v != nullptr && !(v->is_number() && v->get<double>() == 0.0)) {
-      FOLIO_ASSIGN_OR_RETURN_CFG(*value, r.PositiveFloat(field, 1.0f));
-    }
+  if (absl::Status st = PositiveUnlessZero(r, "mscale", &mscale); !st.ok()) return st;
+  if (absl::Status st = PositiveUnlessZero(r, "mscale_all_dim", &mscale_all_dim); !st.ok()) {
+    return st;
   }
   const double f = s.factor;
   s.attention_factor = static_cast<float>(
@@ -322,12 +337,8 @@ absl::Status ParseRope(const json& root, std::string_view source, ModelConfig& c
                      absl::StrCat("must be greater than low_freq_factor (", s.low_freq_factor,
                                   "), got ", s.high_freq_factor));
     }
-  } else if (*type == "linear") {
-    s.type = RopeScalingType::kLinear;
-    if (r.Get("factor") == nullptr) return r.Error("factor", "required but missing");
-    FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", 1.0f));
-  } else if (*type == "dynamic") {
-    s.type = RopeScalingType::kDynamic;
+  } else if (*type == "linear" || *type == "dynamic") {
+    s.type = *type == "linear" ? RopeScalingType::kLinear : RopeScalingType::kDynamic;
     if (r.Get("factor") == nullptr) return r.Error("factor", "required but missing");
     FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", 1.0f));
   } else if (*type == "yarn") {
@@ -338,10 +349,7 @@ absl::Status ParseRope(const json& root, std::string_view source, ModelConfig& c
                                             "' (supported: llama3, linear, yarn, dynamic)"));
   }
   c.rope_scaling = s;
-  const double max_len =
-      s.type == RopeScalingType::kLinear ? double{c.max_position_embeddings} * s.factor
-      : s.type == RopeScalingType::kYarn ? double{s.original_max_position_embeddings} * s.factor
-                                         : 0.0;
+  const double max_len = ScaledContext(c.max_position_embeddings, s);
   if (max_len > INT32_MAX) {
     return r.Error("factor", absl::StrCat(s.factor, " makes the context ", max_len,
                                           " positions, more than folio serves"));
@@ -520,18 +528,7 @@ int32_t ModelConfig::CacheWindow() const {
 
 int32_t ModelConfig::MaxModelLen() const {
   if (!rope_scaling.has_value()) return max_position_embeddings;
-  double len = max_position_embeddings;
-  switch (rope_scaling->type) {
-    case RopeScalingType::kLlama3:
-    case RopeScalingType::kDynamic:
-      break;
-    case RopeScalingType::kLinear:
-      len = double{max_position_embeddings} * rope_scaling->factor;
-      break;
-    case RopeScalingType::kYarn:
-      len = double{rope_scaling->original_max_position_embeddings} * rope_scaling->factor;
-      break;
-  }
+  const double len = ScaledContext(max_position_embeddings, *rope_scaling);
   // Rounded: a factor derived as max_position_embeddings / original (float)
   // must give max_position_embeddings back.
   return static_cast<int32_t>(std::clamp(std::round(len), 1.0, double{INT32_MAX}));
