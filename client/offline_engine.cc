@@ -73,28 +73,17 @@ absl::StatusOr<std::vector<OfflineEngine::Result>> OfflineEngine::Generate(
     if (in.truncate_prompt_tokens.has_value()) {
       s = TruncatePrompt(*in.truncate_prompt_tokens, scheduler_->config().max_model_len, &spec.prompt);
     }
-    for (TokenId t : spec.prompt) {
+    // The first id at or past the vocabulary, named by what holds it.
+    auto check_vocab = [&](const char* what, TokenId t) {
       if (s.ok() && t >= config.vocab_size) {
-        s = absl::InvalidArgumentError(absl::StrCat("prompt token id ", t,
-                                                    " is out of vocabulary (size ",
-                                                    config.vocab_size, ")"));
-        break;
-      }
-    }
-    for (const TokenBias& b : in.sampling.logit_bias) {
-      if (s.ok() && b.token >= config.vocab_size) {
-        s = absl::InvalidArgumentError(absl::StrCat("logit_bias token id ", b.token,
+        s = absl::InvalidArgumentError(absl::StrCat(what, " token id ", t,
                                                     " is out of vocabulary (size ",
                                                     config.vocab_size, ")"));
       }
-    }
-    for (TokenId t : in.sampling.allowed_token_ids) {
-      if (s.ok() && t >= config.vocab_size) {
-        s = absl::InvalidArgumentError(absl::StrCat("allowed_token_ids token id ", t,
-                                                    " is out of vocabulary (size ",
-                                                    config.vocab_size, ")"));
-      }
-    }
+    };
+    for (TokenId t : spec.prompt) check_vocab("prompt", t);
+    for (const TokenBias& b : in.sampling.logit_bias) check_vocab("logit_bias", b.token);
+    for (TokenId t : in.sampling.allowed_token_ids) check_vocab("allowed_token_ids", t);
     spec.sampling = in.sampling;
     SortUniqueTokenIds(&spec.sampling.allowed_token_ids);
     if (s.ok() && !in.bad_words.empty()) {
