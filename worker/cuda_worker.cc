@@ -407,8 +407,6 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
   const int32_t max_top = sampling_.max_top;
   const int32_t* tokens = res.tokens;
   const float* logprobs = res.logprobs;
-  const int32_t* top_ids = res.top_ids;
-  const float* top_lps = res.top_logprobs;
 
   // The CPU Sampler's result shape: kSample rows give num_samples tokens,
   // each with the row's top list; beam rows give min(num_samples, vocab)
@@ -416,14 +414,10 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
   result->samples.reserve(rows);
   for (int32_t r = 0; r < rows; ++r) {
     const kg::GpuSamplingRow& row = sampling_.rows[r];
-    std::vector<TokenLogprob> top;
-    if (row.mode == static_cast<int32_t>(kernels::cpu::SamplingMode::kSample)) {
-      for (int32_t j = 0; j < row.num_top_logprobs; ++j) {
-        const int32_t id = top_ids[size_t(r) * max_top + j];
-        if (id < 0) break;
-        top.push_back({id, top_lps[size_t(r) * max_top + j]});
-      }
-    }
+    const std::vector<TokenLogprob> top =
+        row.mode == static_cast<int32_t>(kernels::cpu::SamplingMode::kSample)
+            ? res.TopList(r, max_top, row.num_top_logprobs)
+            : std::vector<TokenLogprob>();
     SequenceSamples samples;
     samples.seq_id = sampled_ids[r];
     for (int32_t k = 0; k < row.num_samples; ++k) {
@@ -434,6 +428,17 @@ absl::Status CudaWorker::Sample(const StepPlan& plan, StepResult* result) {
     result->samples.push_back(std::move(samples));
   }
   return absl::OkStatus();
+}
+
+std::vector<TokenLogprob> CudaWorker::SamplingResults::TopList(size_t row, int32_t max_top,
+                                                               int32_t n) const {
+  std::vector<TokenLogprob> top;
+  for (int32_t j = 0; j < n; ++j) {
+    const size_t at = row * size_t(max_top) + size_t(j);
+    if (top_ids[at] < 0) break;  // past the vocabulary
+    top.push_back({top_ids[at], top_logprobs[at]});
+  }
+  return top;
 }
 
 absl::StatusOr<CudaWorker::SamplingResults> CudaWorker::RunSampling() {
@@ -575,11 +580,7 @@ absl::Status CudaWorker::ScoreRows(std::span<const TokenId> targets, int32_t num
     SampledToken t;
     t.token_id = targets[r];
     t.logprob = got->token_logprobs[r];
-    for (int32_t j = 0; j < num_top; ++j) {
-      const int32_t id = got->top_ids[r * size_t(max_top) + j];
-      if (id < 0) break;
-      t.top_logprobs.push_back({id, got->top_logprobs[r * size_t(max_top) + j]});
-    }
+    t.top_logprobs = got->TopList(r, max_top, num_top);
     scored->push_back(std::move(t));
   }
   return absl::OkStatus();

@@ -136,6 +136,8 @@ class CudaWorker final : public ModelWorker {
     const float* token_logprobs = nullptr; // [rows], rows with a score_token
     const int32_t* top_ids = nullptr;      // [rows][max_top]
     const float* top_logprobs = nullptr;   // [rows][max_top]
+    // Row `row`'s first n top entries (fewer when the vocabulary is).
+    std::vector<TokenLogprob> TopList(size_t row, int32_t max_top, int32_t n) const;
   };
   // Runs sampling_ over the runner's logits(): uploads its inputs, samples,
   // copies the outputs to the host and waits for them.
