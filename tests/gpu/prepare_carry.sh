@@ -48,7 +48,7 @@ common=(--hidden-size 256 --heads 4 --kv-heads 2 --layers 2 --dtype f32 --std 0.
 # CUDA serve against folio run on prompts past the unscaled 96 positions.
 mkdir -p "$CLUSTER_MODELS"
 stretch=(--hidden-size 256 --heads 4 --kv-heads 2 --layers 2 --dtype f32 --std 0.08
-         --max-position-embeddings 96 --rope-factor 4)
+         --max-position-embeddings 96 --rope-factor 4 --tie)
 "$PY" "$ROOT/tools/make_random_model.py" --out "$CLUSTER_MODELS/qwen2_yarn" --qwen2 \
   --rope-type yarn --rope-original-max 96 --rope-theta 1000000 --seed 13 "${stretch[@]}" \
   >/dev/null
