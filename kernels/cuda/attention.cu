@@ -40,6 +40,7 @@ constexpr int32_t kMaxSimtDecodeRows = 8;
 // bandwidth, and fp32 caches stay on CUDA cores).
 bool DecodeOnTensorCores(GpuDecodeKernel kernel, CacheDtype dtype, int32_t group) {
   return kernel == GpuDecodeKernel::kTensorCores ||
+         kernel == GpuDecodeKernel::kTensorCoresPersistent ||
          (kernel == GpuDecodeKernel::kAuto && dtype != CacheDtype::kFloat32 && group >= 2);
 }
 
@@ -191,9 +192,11 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
     return cudaErrorInvalidValue;
   }
   const bool sixteen_bit = kv.dtype != CacheDtype::kFloat32;
+  const bool forced_tensor_cores = kernel == GpuDecodeKernel::kTensorCores ||
+                                   kernel == GpuDecodeKernel::kTensorCoresPersistent;
   if ((kernel != GpuDecodeKernel::kAuto && kernel != GpuDecodeKernel::kSimt &&
-       kernel != GpuDecodeKernel::kTensorCores) ||
-      (kernel == GpuDecodeKernel::kTensorCores && !sixteen_bit)) {
+       !forced_tensor_cores) ||
+      (forced_tensor_cores && !sixteen_bit)) {
     return cudaErrorInvalidValue;
   }
   if (num_seqs == 0) return cudaSuccess;
@@ -210,11 +213,11 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
   if (int64_t{p.num_kv_heads} * p.row_chunks > INT32_MAX) return cudaErrorInvalidValue;
 
   const int32_t read_len = DecodeReadLength(max_context_len, sliding_window, kv.block_size);
+  const int32_t sms = CurrentDeviceSms();
   const int32_t slice =
-      partition_tokens == 0
-          ? ChooseDecodePartition(num_seqs, num_heads, kv.num_kv_heads, read_len, 0,
-                                  CurrentDeviceSms(), kv.dtype, kernel)
-          : partition_tokens;
+      partition_tokens == 0 ? ChooseDecodePartition(num_seqs, num_heads, kv.num_kv_heads,
+                                                    read_len, 0, sms, kv.dtype, kernel)
+                            : partition_tokens;
   const int64_t parts = slice > 0 ? std::max<int64_t>(1, CeilDiv(read_len, slice)) : 1;
   if (parts > 65535) return cudaErrorInvalidValue;
   if (parts > 1) {
@@ -230,7 +233,9 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
   }
   cudaError_t err =
       tensor_cores
-          ? internal::LaunchMmaDecode(p, kv.dtype, kv.head_dim, num_seqs, stream)
+          ? internal::LaunchMmaDecode(p, kv.dtype, kv.head_dim, num_seqs,
+                                      kernel == GpuDecodeKernel::kTensorCoresPersistent, sms,
+                                      stream)
           : internal::LaunchSimtDecode(p, kv.dtype, kv.head_dim, heads_per_thread, num_seqs,
                                        stream);
   if (err != cudaSuccess || parts <= 1) return err;

@@ -73,8 +73,18 @@ size_t PagedAttentionDecodeWorkspaceBytes(int32_t num_seqs, int32_t num_heads, i
 
 // Which decode kernel runs. kAuto: tensor cores for GQA (group >= 2) over
 // fp16/bf16 caches, CUDA cores otherwise. The others force one, for
-// benchmarks and checks; kTensorCores needs an fp16/bf16 cache.
-enum class GpuDecodeKernel : int32_t { kAuto = 0, kSimt = 1, kTensorCores = 2 };
+// benchmarks and checks; the tensor-core ones need an fp16/bf16 cache.
+// kTensorCores launches one CTA per (sequence, KV head, slice) item, as kAuto
+// does; kTensorCoresPersistent launches only as many CTAs as fit on the
+// device at once, each taking items in turn with its K/V copies running on
+// from one item into the next (measured on an H200: no faster, see
+// docs/performance.md; kept for the benchmark).
+enum class GpuDecodeKernel : int32_t {
+  kAuto = 0,
+  kSimt = 1,
+  kTensorCores = 2,
+  kTensorCoresPersistent = 3,
+};
 
 // The slice length the decode will use: -1 (no partitioning) or > 0.
 // partition_tokens: -1 -> -1; > 0 -> itself; 0 -> automatic: slice only when

@@ -97,10 +97,13 @@ cudaError_t LaunchMmaPrefill(const AttnParams& p, CacheDtype dtype, int32_t head
                              int32_t num_seqs, int32_t max_query_len, cudaStream_t stream);
 
 // Tensor-core decode for fp16 / bf16 caches with GQA (group >= 2): up to
-// kMmaDecodeRows query heads per CTA, p.row_chunks CTAs per KV head.
+// kMmaDecodeRows query heads per item, p.row_chunks items per KV head (and
+// slice). One CTA per item; persistent: only as many CTAs as fit on the
+// device's num_sms SMs at once, each taking several items in turn.
 inline constexpr int32_t kMmaDecodeRows = 16;
 cudaError_t LaunchMmaDecode(const AttnParams& p, CacheDtype dtype, int32_t head_dim,
-                            int32_t num_seqs, cudaStream_t stream);
+                            int32_t num_seqs, bool persistent, int32_t num_sms,
+                            cudaStream_t stream);
 
 #if defined(__CUDACC__)
 // Calls launch(std::integral_constant<int, HD>{}) with head_dim (64, 128 or

@@ -76,6 +76,7 @@ struct Case {
     if (!prefill()) s += " part=" + std::to_string(partition_tokens);
     if (kernel == gpu::GpuDecodeKernel::kSimt) s += " simt";
     if (kernel == gpu::GpuDecodeKernel::kTensorCores) s += " mma";
+    if (kernel == gpu::GpuDecodeKernel::kTensorCoresPersistent) s += " mma-persist";
     if (sliding_window > 0) s += " win=" + std::to_string(sliding_window);
     s += " ctx";
     if (prefill()) s += ":q";
@@ -272,6 +273,7 @@ void RunCase(const Case& c) {
   const bool tensor_cores =
       c.dtype != CacheDtype::kFloat32 &&
       (c.prefill() || c.kernel == gpu::GpuDecodeKernel::kTensorCores ||
+       c.kernel == gpu::GpuDecodeKernel::kTensorCoresPersistent ||
        (c.kernel == gpu::GpuDecodeKernel::kAuto && c.group >= 2));
   double tol = 5e-4;
   if (tensor_cores && c.dtype == CacheDtype::kFloat16) tol = 5e-3;
@@ -502,11 +504,38 @@ int Main() {
         Run(c);
         c.partition_tokens = 4 * c.block_size;
         Run(c);
+        c.kernel = gpu::GpuDecodeKernel::kTensorCoresPersistent;
+        Run(c);
         if (group > 1) {
           c.kernel = gpu::GpuDecodeKernel::kSimt;
           Run(c);
         }
       }
+    }
+  }
+  // Batches with about twice as many (sequence, KV head, slice) items as
+  // tensor-core CTAs fit on the device (at most 4 per SM), so each
+  // persistent CTA walks several items and its copies run from one item into
+  // the next: short and empty contexts mixed, slices skipped by short
+  // sequences, a window, two row chunks per KV head (hd 64); and the same
+  // batches with one CTA per item.
+  for (CacheDtype dtype : {CacheDtype::kFloat16, CacheDtype::kBFloat16}) {
+    for (int32_t hd : {64, 128, 256}) {
+      const Heads heads = hd == 64 ? Heads{2, 24} : Heads{8, 4};
+      Case c = ShapedCase(dtype, hd, hd == 256 ? 32 : 16, heads, (seed % 2) ? 1.0f : 6.0f);
+      const int32_t items_per_seq = heads.kv * (heads.group > 16 ? 2 : 1);
+      const int32_t seqs = 2 * 4 * g_sms / items_per_seq;
+      std::uniform_int_distribution<int32_t> len(0, 400);
+      for (int32_t s = 0; s < seqs; ++s) c.context_lens.push_back(s % 17 == 0 ? s % 2 : len(rng));
+      c.seed = seed++;
+      c.kernel = gpu::GpuDecodeKernel::kTensorCoresPersistent;
+      Run(c);
+      c.partition_tokens = 8 * c.block_size;
+      Run(c);
+      c.sliding_window = 300;
+      Run(c);
+      c.kernel = gpu::GpuDecodeKernel::kTensorCores;
+      Run(c);
     }
   }
   CheckSlidingWindows(rng, seed);
