@@ -38,9 +38,12 @@ constexpr int32_t kMaxSimtDecodeRows = 8;
 // Whether the decode runs on tensor cores: forced, or by default for GQA
 // over 16-bit caches (MHA, which the SIMT kernel already streams at copy
 // bandwidth, and fp32 caches stay on CUDA cores).
-bool DecodeOnTensorCores(GpuDecodeKernel kernel, CacheDtype dtype, int32_t group) {
+bool ForcesTensorCores(GpuDecodeKernel kernel) {
   return kernel == GpuDecodeKernel::kTensorCores ||
-         kernel == GpuDecodeKernel::kTensorCoresPersistent ||
+         kernel == GpuDecodeKernel::kTensorCoresPersistent;
+}
+bool DecodeOnTensorCores(GpuDecodeKernel kernel, CacheDtype dtype, int32_t group) {
+  return ForcesTensorCores(kernel) ||
          (kernel == GpuDecodeKernel::kAuto && dtype != CacheDtype::kFloat32 && group >= 2);
 }
 
@@ -192,11 +195,9 @@ cudaError_t PagedAttentionDecode(const float* q, const GpuPagedKvLayer& kv,
     return cudaErrorInvalidValue;
   }
   const bool sixteen_bit = kv.dtype != CacheDtype::kFloat32;
-  const bool forced_tensor_cores = kernel == GpuDecodeKernel::kTensorCores ||
-                                   kernel == GpuDecodeKernel::kTensorCoresPersistent;
   if ((kernel != GpuDecodeKernel::kAuto && kernel != GpuDecodeKernel::kSimt &&
-       !forced_tensor_cores) ||
-      (forced_tensor_cores && !sixteen_bit)) {
+       !ForcesTensorCores(kernel)) ||
+      (ForcesTensorCores(kernel) && !sixteen_bit)) {
     return cudaErrorInvalidValue;
   }
   if (num_seqs == 0) return cudaSuccess;
