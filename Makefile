@@ -37,8 +37,9 @@ test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j$(JOBS)
 
 # A whole local cluster (folio-scheduler + folio-worker) serving the demo
-# model on 127.0.0.1:50051; `build/bin/folio generate "prompt"` in another
-# terminal streams from it. TP=2 with `make run SERVE_ARGS="--tp 2"`.
+# model on 127.0.0.1:50051 (gRPC) and http://127.0.0.1:8000/v1 (OpenAI HTTP);
+# `build/bin/folio generate "prompt"` or curl in another terminal streams
+# from it. TP=2 with `make run SERVE_ARGS="--tp 2"`.
 SERVE_ARGS ?=
 run: build
 	$(BUILD_DIR)/bin/folio serve $(SERVE_ARGS)

@@ -27,6 +27,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: folio serve [--model DIR] [--tensor-parallel-size N | --tp N] [--port 50051]\n"
+    "                   [--http-port 8000 (OpenAI HTTP API; 0 = off)]\n"
     "                   [--worker-base-port 50061] [--metrics-port 9400 (workers: +1+rank; 0 = off)]\n"
     "                   [--threads T] [--collectives auto|gloo|shm] [folio-scheduler flags...]\n"
     "Runs folio-scheduler and N folio-worker processes on 127.0.0.1 (default model:\n"

@@ -10,8 +10,12 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev libssl-dev zlib1g-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libopenblas-dev nlohmann-json3-dev libpcre2-dev
+  # the OpenAI HTTP front end (Boost.Beast/Asio, header-only)
+  libboost-dev
   # tools/ (Python under /usr/bin/python3): demo-model training, references, tests
   python3-torch python3-numpy bible-kjv-text
+  # the chat-template renderer's reference (tests compare with jinja2 byte for byte)
+  python3-jinja2
   # the Prometheus server (and promtool) for the metrics scrape tests
   prometheus
   # client/python and its tests (openssl: the secured-endpoint test makes a throwaway CA)

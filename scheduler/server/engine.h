@@ -97,6 +97,9 @@ class Engine {
   bool Abort(const std::string& request_id);
 
   v1::ModelInfo ModelInfo() const;
+  // What the front ends need to format output themselves (both immutable).
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const RequestLimits& limits() const { return limits_; }
   std::vector<TokenId> Tokenize(const std::string& text, bool add_special_tokens) const;
   // The text of `ids` (invalid UTF-8 as U+FFFD). INVALID_ARGUMENT naming
   // "token_ids[i]" for an id outside the model's vocabulary. Thread-safe.

@@ -3,12 +3,16 @@
 // ranks (one per device) through one plan per iteration, and owns every KV
 // block. Configured by flags or FOLIO_* environment variables.
 //
+// Beside gRPC it serves the OpenAI-compatible HTTP API (--http-port,
+// default 8000; scheduler/openai/), on the same engine.
+//
 // Securing the client port (docs/operations.md): --api-key / --api-key-file
 // (Generation calls need `authorization: Bearer <key>`), --tls-cert and
 // --tls-key (TLS), --tls-client-ca (mutual TLS), and --health-port, a
 // plaintext grpc.health.v1-only port for probes that cannot speak TLS.
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -36,6 +40,9 @@
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
 #include "prometheus/registry.h"
+#include "common/chat_template.h"
+#include "scheduler/openai/http_server.h"
+#include "scheduler/openai/openai_service.h"
 #include "scheduler/rendezvous_service.h"
 #include "scheduler/server/api_key_auth.h"
 #include "scheduler/server/engine.h"
@@ -81,6 +88,10 @@ struct Settings {
   TlsFiles tls;
   int64_t health_port = 0;      // 0: no separate health port
   int64_t rendezvous_port = 0;  // 0: the client port (plaintext) or, under TLS, any free port
+  int64_t http_port = 8000;     // 0: no HTTP; the default is given up (with a warning) if taken
+  int64_t max_request_body_mb = 32;
+  int64_t http_threads = 2;
+  std::string chat_template;  // file; empty: the model's own
 };
 
 constexpr char kUsage[] =
@@ -210,7 +221,8 @@ int Run(int argc, char** argv) {
             "Prometheus /metrics port; -1 = 9400, serving without metrics if taken; 0 = none");
   flags.String("api-key", &s.api_key,
                "clients must send `authorization: Bearer <key>` on folio.v1.Generation calls "
-               "(health and reflection stay open); empty = no key");
+               "and HTTP requests (gRPC health and reflection, HTTP /health and /metrics stay "
+               "open); empty = no key");
   flags.String("api-key-file", &s.api_key_file, "read the API key from this file instead");
   flags.String("tls-cert", &s.tls.cert, "PEM certificate (chain) of the client port: serve TLS");
   flags.String("tls-key", &s.tls.key, "PEM private key of --tls-cert");
@@ -222,6 +234,15 @@ int Run(int argc, char** argv) {
   flags.Int("rendezvous-port", &s.rendezvous_port,
             "the workers' plaintext rendezvous port; 0 = the client port, or under TLS any "
             "free port (give --advertise-address host:this port)");
+  flags.Int("http-port", &s.http_port,
+            "OpenAI-compatible HTTP API on --host:this port (HTTPS with --tls-cert); 0 = off; "
+            "the default 8000 is skipped with a warning when taken");
+  flags.Int("max-request-body-mb", &s.max_request_body_mb,
+            "largest HTTP request body, MiB (413 beyond it)");
+  flags.Int("http-threads", &s.http_threads, "I/O threads of the HTTP server");
+  flags.String("chat-template", &s.chat_template,
+               "Jinja chat template file for /v1/chat/completions (default: the model's "
+               "tokenizer_config.json chat_template or chat_template.jinja)");
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::printf("%s%s", kUsage, flags.Help().c_str());
@@ -258,6 +279,13 @@ int Run(int argc, char** argv) {
     stop_cv.notify_all();
   }).detach();
 
+  // Every HTTP stream and gRPC call holds a descriptor: take what the hard
+  // limit allows (as vLLM does), so thousands of clients fit.
+  if (rlimit nofile; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = std::min<rlim_t>(nofile.rlim_max, 1 << 20);
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+
   // Security settings first: a wrong file fails before the model loads.
   absl::StatusOr<std::string> api_key = ApiKeyAuth::Load(s.api_key, s.api_key_file);
   if (!api_key.ok()) return fail(api_key.status());
@@ -285,6 +313,13 @@ int Run(int argc, char** argv) {
     return fail(absl::InvalidArgumentError("--health-port must differ from --rendezvous-port"));
   }
 
+  if (s.http_port < 0 || s.http_port > 65535 || (s.http_port != 0 && s.http_port == s.port)) {
+    return fail(absl::InvalidArgumentError("--http-port must be in [0, 65535] and differ from --port"));
+  }
+  if (s.max_request_body_mb < 1 || s.http_threads < 1) {
+    return fail(absl::InvalidArgumentError("--max-request-body-mb and --http-threads must be >= 1"));
+  }
+
   absl::StatusOr<ModelConfig> model = ModelConfig::LoadFromDirectory(s.model);
   if (!model.ok()) return fail(model.status());
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::LoadFromDirectory(s.model);
@@ -302,6 +337,21 @@ int Run(int argc, char** argv) {
                  "folio-scheduler: requests that leave them unset sample with %s, from %s "
                  "(--generation-config none turns this off)\n",
                  sampling_defaults->ToString().c_str(), defaults_source.c_str());
+  }
+  // The chat template: a broken one stops start-up; none only refuses chat.
+  std::unique_ptr<ChatTemplate> chat_template;
+  std::string no_template_reason;
+  if (s.http_port != 0) {
+    absl::StatusOr<std::unique_ptr<ChatTemplate>> loaded = ChatTemplate::Load(s.model, s.chat_template);
+    if (loaded.ok()) {
+      chat_template = std::move(*loaded);
+    } else if (loaded.status().code() == absl::StatusCode::kNotFound && s.chat_template.empty()) {
+      no_template_reason = std::string(loaded.status().message());
+      std::fprintf(stderr, "folio-scheduler: %s: /v1/chat/completions will answer 400\n",
+                   no_template_reason.c_str());
+    } else {
+      return fail(loaded.status());
+    }
   }
   const bool on_cuda = s.device.rfind("cuda", 0) == 0;
   absl::StatusOr<v1::DType> dtype = ParseDType(s.dtype, on_cuda);
@@ -343,6 +393,43 @@ int Run(int argc, char** argv) {
     }
   }
   std::unique_ptr<SchedulerMetrics> metrics;  // outlives the engine
+
+  // The OpenAI HTTP API answers 503 (and /health 503) until the engine is up.
+  std::string served_name = s.model_name;
+  if (served_name.empty()) {
+    std::vector<std::string> parts = absl::StrSplit(s.model, '/', absl::SkipEmpty());
+    served_name = parts.empty() ? s.model : parts.back();
+  }
+  std::unique_ptr<OpenAiService> openai;
+  std::unique_ptr<HttpServer> http_server;
+  if (s.http_port != 0) {
+    OpenAiService::Options oo;
+    oo.model_name = served_name;
+    oo.model_root = s.model;
+    oo.version = FOLIO_VERSION;
+    oo.api_key = *api_key;
+    oo.registry = registry;
+    openai = std::make_unique<OpenAiService>(oo, std::move(chat_template), no_template_reason);
+    HttpServer::Options ho;
+    ho.host = s.host;
+    ho.port = static_cast<int>(s.http_port);
+    ho.num_threads = static_cast<int>(s.http_threads);
+    ho.max_body_bytes = s.max_request_body_mb << 20;
+    ho.tls_cert_file = s.tls.cert;
+    ho.tls_key_file = s.tls.key;
+    ho.tls_client_ca_file = s.tls.client_ca;
+    absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(ho, openai.get());
+    if (started.ok()) {
+      http_server = std::move(*started);
+      std::fprintf(stderr, "folio-scheduler: OpenAI API on %s://%s:%d/v1\n",
+                   http_server->tls() ? "https" : "http", s.host.c_str(), http_server->port());
+    } else if (flags.IsSet("http-port") || started.status().code() != absl::StatusCode::kUnavailable) {
+      return fail(started.status());
+    } else {
+      std::fprintf(stderr, "folio-scheduler: warning: %s; serving without the HTTP API\n",
+                   std::string(started.status().message()).c_str());
+    }
+  }
 
   RemoteWorkerGroup::Options wo;
   if (s.workers.empty()) {
@@ -495,13 +582,9 @@ int Run(int argc, char** argv) {
   if (!cap_note.empty()) std::fprintf(stderr, "folio-scheduler: %s\n", cap_note.c_str());
   eo.scheduler.max_model_len = *served_len;
   eo.scheduler.sliding_window = model->CacheWindow();
-  eo.model_name = s.model_name;
-  if (eo.model_name.empty()) {
-    std::vector<std::string> parts = absl::StrSplit(s.model, '/', absl::SkipEmpty());
-    eo.model_name = parts.empty() ? s.model : parts.back();
-  }
+  eo.model_name = served_name;
   eo.tensor_parallel_size = group->world_size();
-  if (metrics_server != nullptr) {
+  if (metrics_server != nullptr || http_server != nullptr) {  // both serve /metrics
     SchedulerMetrics::Options mo;
     mo.model_name = eo.model_name;
     mo.block_size = eo.scheduler.block_size;
@@ -532,13 +615,19 @@ int Run(int argc, char** argv) {
     return fail(absl::InternalError(absl::StrCat("warm-up forward pass failed: ", st.message())));
   }
   generation.set_engine(engine.get());
+  if (openai != nullptr) openai->set_engine(engine.get());
   health.Set(true);
   ready.store(true);
+  const std::string http_address =
+      http_server == nullptr ? std::string()
+                             : absl::StrCat(", OpenAI API on ", http_server->tls() ? "https" : "http",
+                                            "://", s.host, ":", http_server->port(), "/v1");
   std::fprintf(stderr,
-               "folio-scheduler: serving %s on %s:%d (tp=%d, %d KV blocks of %lld tokens, device %s)\n",
-               eo.model_name.c_str(), s.host.c_str(), bound_port, group->world_size(),
-               group->num_device_blocks(), static_cast<long long>(s.block_size),
-               group->device_name().c_str());
+               "folio-scheduler: serving %s on %s:%d%s (tp=%d, %d KV blocks of %lld tokens, "
+               "device %s)\n",
+               eo.model_name.c_str(), s.host.c_str(), bound_port, http_address.c_str(),
+               group->world_size(), group->num_device_blocks(),
+               static_cast<long long>(s.block_size), group->device_name().c_str());
 
   {
     std::unique_lock<std::mutex> lock(stop_mu);
@@ -547,6 +636,9 @@ int Run(int argc, char** argv) {
   std::fprintf(stderr, "folio-scheduler: shutting down\n");
   health.Set(false);
   engine->Shutdown();  // every live stream ends with FINISH_REASON_ABORT
+  // The HTTP streams end as well ("abort", then [DONE]); give them a moment to leave.
+  if (http_server != nullptr) http_server->Stop(absl::Seconds(1));
+  if (openai != nullptr) openai->set_engine(nullptr);
   rendezvous.Shutdown();
   // Every stream has ended; what is left are idle client connections, which
   // gRPC would otherwise wait on until the deadline.

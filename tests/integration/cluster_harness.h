@@ -67,7 +67,7 @@ class Cluster {
                                      "--model", options.model_dir,
                                      "--port", std::to_string(port_),
                                      "--workers", absl::StrJoin(addresses, ","),
-                                     "--metrics-port", "0"};
+                                     "--metrics-port", "0", "--http-port", "0"};
     args.insert(args.end(), options.scheduler_flags.begin(), options.scheduler_flags.end());
     scheduler_ = Spawn(args, {});
     grpc::ChannelArguments channel_args;  // retry quickly while the server starts

@@ -44,9 +44,11 @@ class LocalCluster:
     The scheduler's stderr is kept in `log_path` (for assertions on its messages)."""
 
     def __init__(self, log_path, tensor_parallel_size=1, scheduler_flags=(), scheduler_env=None,
-                 model_dir=DEMO):
+                 model_dir=DEMO, http=False):
+        """http: also serve the OpenAI HTTP API, on a free port (self.http_port)."""
         self.log_path = log_path
         self.port = free_port()
+        self.http_port = free_port() if http else 0
         worker_ports = [free_port() for _ in range(tensor_parallel_size)]
         env = dict(os.environ, **WORKER_ENV)
         self.workers = [
@@ -58,7 +60,7 @@ class LocalCluster:
             [os.path.join(BIN_DIR, "folio-scheduler"), "--model", model_dir,
              "--port", str(self.port),
              "--workers", ",".join(f"127.0.0.1:{p}" for p in worker_ports),
-             "--metrics-port", "0", *scheduler_flags],
+             "--metrics-port", "0", "--http-port", str(self.http_port), *scheduler_flags],
             env=dict(os.environ, **(scheduler_env or {})), stderr=self._log)
 
     @property

@@ -134,6 +134,29 @@ folio.dev/metrics-job
 /etc/folio/tls
 {{- end }}
 
+{{/* Whether the scheduler serves the OpenAI-compatible HTTP API (scheduler.httpPort > 0),
+     on a port of its own. */}}
+{{- define "folio.http.enabled" -}}
+{{- $s := .Values.scheduler }}
+{{- $http := int $s.httpPort }}
+{{- if gt $http 0 }}
+{{- $others := list (int $s.port) (int $s.metricsPort) }}
+{{- if include "folio.tls.enabled" . }}
+{{- $others = concat $others (list (int $s.healthPort) (int $s.rendezvousPort)) }}
+{{- end }}
+{{- if has $http $others }}
+{{- fail (printf "scheduler.httpPort (%d) must differ from the scheduler's other ports" $http) }}
+{{- end }}
+{{- print "true" }}
+{{- end }}
+{{- end }}
+
+{{/* The model name the scheduler serves (the OpenAI API's "model"): folio.modelName, else
+     the last element of model.mountPath, as folio-scheduler picks it. */}}
+{{- define "folio.servedModelName" -}}
+{{- default (base (trimAll "/" .Values.model.mountPath)) (include "folio.modelName" .) }}
+{{- end }}
+
 {{/* The port of the scheduler's gRPC probes: plaintext health port under TLS. */}}
 {{- define "folio.scheduler.probePort" -}}
 {{- if include "folio.tls.enabled" . }}{{ .Values.scheduler.healthPort }}{{ else }}{{ .Values.scheduler.port }}{{ end }}
