@@ -95,6 +95,12 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::Load(const std::stri
     if (!text.ok()) return text.status();
     source = *std::move(text);
     where = override_file;
+  } else if (!model_dir.empty() && FileExists(jinja_path)) {
+    // transformers writes the template here and reads it before the config's.
+    absl::StatusOr<std::string> text = ReadTextFile(jinja_path);
+    if (!text.ok()) return text.status();
+    source = *std::move(text);
+    where = jinja_path;
   } else if (auto it = config.find("chat_template"); it != config.end() && !it->is_null()) {
     where = config_path;
     if (it->is_string()) {
@@ -128,11 +134,6 @@ absl::StatusOr<std::unique_ptr<ChatTemplate>> ChatTemplate::Load(const std::stri
       return absl::InvalidArgumentError(
           absl::StrCat(config_path, ": chat_template must be a string or a list of {\"name\", \"template\"}"));
     }
-  } else if (!model_dir.empty() && FileExists(jinja_path)) {
-    absl::StatusOr<std::string> text = ReadTextFile(jinja_path);
-    if (!text.ok()) return text.status();
-    source = *std::move(text);
-    where = jinja_path;
   } else {
     return absl::NotFoundError(absl::StrCat("the model has no chat template (no \"chat_template\" in ", config_path,
                                             " and no ", jinja_path, "); pass --chat-template FILE"));

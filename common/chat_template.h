@@ -20,10 +20,10 @@ namespace folio {
 class ChatTemplate {
  public:
   // The template: `override_file` if non-empty (its whole text), else
+  // model_dir/chat_template.jinja (transformers reads it first), else
   // model_dir/tokenizer_config.json "chat_template" (a string, or a list of
   // {"name","template"} objects: the one named "default"; with none named
-  // default, NOT_FOUND saying which names exist), else
-  // model_dir/chat_template.jinja. NOT_FOUND "the model has no chat template
+  // default, NOT_FOUND saying which names exist). NOT_FOUND "the model has no chat template
   // (…); pass --chat-template FILE" when none exists. bos_token / eos_token
   // from tokenizer_config.json: a string or an AddedToken object
   // {"content": …}; absent -> "". Errors name the file (and the template

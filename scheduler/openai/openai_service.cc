@@ -51,6 +51,18 @@ std::optional<OpenAiError> ParseJson(const std::string& body, Json* out) {
   return std::nullopt;
 }
 
+// The body of /tokenize or /detokenize: a JSON object whose `model`, when
+// given, is the served one.
+std::optional<OpenAiError> ParseUtilityBody(const std::string& body, const std::string& served,
+                                            Json* out) {
+  if (auto e = ParseJson(body, out)) return e;
+  if (!out->is_object()) return InvalidField("body", "must be a JSON object");
+  if (auto m = out->find("model"); m != out->end() && m->is_string() && *m != served) {
+    return ModelNotFound(*m, served);
+  }
+  return std::nullopt;
+}
+
 uint64_t RandomBase() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -324,11 +336,8 @@ void OpenAiService::Generate(Engine& engine, const HttpRequest& request, bool ch
 void OpenAiService::Tokenize(Engine& engine, const HttpRequest& request, HttpExchange& exchange) {
   const std::string endpoint = "/tokenize";
   Json body;
-  if (auto e = ParseJson(request.body, &body)) return ReplyError(endpoint, exchange, *e);
-  if (!body.is_object()) return ReplyError(endpoint, exchange, InvalidField("body", "must be a JSON object"));
-  if (auto m = body.find("model"); m != body.end() && m->is_string() &&
-                                   *m != options_.model_name) {
-    return ReplyError(endpoint, exchange, ModelNotFound(*m, options_.model_name));
+  if (auto e = ParseUtilityBody(request.body, options_.model_name, &body)) {
+    return ReplyError(endpoint, exchange, *e);
   }
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
@@ -368,11 +377,8 @@ void OpenAiService::Tokenize(Engine& engine, const HttpRequest& request, HttpExc
 void OpenAiService::Detokenize(Engine& engine, const HttpRequest& request, HttpExchange& exchange) {
   const std::string endpoint = "/detokenize";
   Json body;
-  if (auto e = ParseJson(request.body, &body)) return ReplyError(endpoint, exchange, *e);
-  if (!body.is_object()) return ReplyError(endpoint, exchange, InvalidField("body", "must be a JSON object"));
-  if (auto m = body.find("model"); m != body.end() && m->is_string() &&
-                                   *m != options_.model_name) {
-    return ReplyError(endpoint, exchange, ModelNotFound(*m, options_.model_name));
+  if (auto e = ParseUtilityBody(request.body, options_.model_name, &body)) {
+    return ReplyError(endpoint, exchange, *e);
   }
   auto tokens = body.find("tokens");
   std::vector<TokenId> ids;

@@ -300,7 +300,8 @@ int Run(int argc, char** argv) {
     return fail(absl::InvalidArgumentError("--kv-cache-mb must be >= -1"));
   }
   for (auto [name, port] : {std::pair<const char*, int64_t>{"--health-port", s.health_port},
-                            {"--rendezvous-port", s.rendezvous_port}}) {
+                            {"--rendezvous-port", s.rendezvous_port},
+                            {"--http-port", s.http_port}}) {
     if (port < 0 || port > 65535) {
       return fail(absl::InvalidArgumentError(absl::StrCat(name, " must be in [0, 65535]")));
     }
@@ -312,10 +313,11 @@ int Run(int argc, char** argv) {
   if (s.health_port != 0 && s.health_port == s.rendezvous_port) {
     return fail(absl::InvalidArgumentError("--health-port must differ from --rendezvous-port"));
   }
-
-  if (s.http_port < 0 || s.http_port > 65535 || (s.http_port != 0 && s.http_port == s.port)) {
-    return fail(absl::InvalidArgumentError("--http-port must be in [0, 65535] and differ from --port"));
+  if (s.http_port != 0 && (s.http_port == s.health_port || s.http_port == s.rendezvous_port)) {
+    return fail(absl::InvalidArgumentError(
+        "--http-port must differ from --health-port and --rendezvous-port"));
   }
+
   if (s.max_request_body_mb < 1 || s.http_threads < 1) {
     return fail(absl::InvalidArgumentError("--max-request-body-mb and --http-threads must be >= 1"));
   }

@@ -100,6 +100,14 @@ TEST_F(ChatTemplateLoadTest, OverrideFileWins) {
   EXPECT_EQ(*(*t)->Render({}), "OVERRIDE</s>");
 }
 
+TEST_F(ChatTemplateLoadTest, ChatTemplateJinjaComesBeforeTheConfigs) {
+  WriteConfig({{"chat_template", "CONFIG"}, {"eos_token", "</s>"}});
+  Write("chat_template.jinja", "JINJA{{ eos_token }}");
+  absl::StatusOr<std::unique_ptr<ChatTemplate>> t = ChatTemplate::Load(dir_, "");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*(*t)->Render({}), "JINJA</s>");  // as transformers loads them
+}
+
 TEST_F(ChatTemplateLoadTest, MissingOverrideFileIsNotFound) {
   WriteConfig({{"chat_template", "CONFIG"}});
   absl::StatusOr<std::unique_ptr<ChatTemplate>> t = ChatTemplate::Load(dir_, dir_ + "/nope.jinja");

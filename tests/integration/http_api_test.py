@@ -393,6 +393,53 @@ class HttpApiTest(unittest.TestCase):
         self.assertGreater(metric(self.port, "folio_kv_cache_blocks_total", 'pool="device"'), 0)
 
 
+class WorkerFailureHttpTest(unittest.TestCase):
+    """A worker that dies mid-request: a started stream ends with an SSE error
+    event, a non-streamed request gets 500, and then /health and new requests
+    answer 503 (the engine no longer serves)."""
+
+    def test_errors_after_the_answer_started(self):
+        import threading
+        with tempfile.TemporaryDirectory() as tmp:
+            cluster = LocalCluster(os.path.join(tmp, "scheduler.log"), http=True)
+            port = cluster.http_port
+            try:
+                cluster.wait_ready(lambda: HttpApiTest._healthy(port))
+                long = {"prompt": "And", "max_tokens": 450, "ignore_eos": True, "temperature": 0}
+                unary = {}
+                t = threading.Thread(target=lambda: unary.update(
+                    r=post_json(port, "/v1/completions", long)))
+                t.start()
+                body = json.dumps(dict(long, stream=True)).encode()
+                with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+                    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                    raw = b""
+                    while raw.count(b"data: ") < 3:
+                        raw += s.recv(4096)
+                    cluster.workers[0].kill()
+                    while True:
+                        data = s.recv(4096)
+                        if not data:
+                            break
+                        raw += data
+                t.join(60)
+                self.assertTrue(raw.endswith(b"0\r\n\r\n"), raw[-80:])  # the chunked stream ended
+                events = re.findall(rb"data: (.*?)\n\n", raw)
+                last = json.loads(events[-1])
+                self.assertEqual(set(last), {"error"}, events[-3:])
+                self.assertEqual(last["error"]["type"], "server_error")
+                self.assertNotIn(b"[DONE]", raw)
+                status, err = unary["r"]
+                self.assertEqual(status, 500, err)
+                self.assertEqual(err["error"]["type"], "server_error")
+                self.assertEqual(request(port, "GET", "/health")[0], 503)
+                status, err = post_json(port, "/v1/completions", {"prompt": "x"})
+                self.assertEqual(status, 503, err)
+            finally:
+                cluster.stop()
+
+
 class SecuredHttpTest(unittest.TestCase):
     """--api-key and --tls-cert/--tls-key guard HTTP as they guard gRPC."""
 
