@@ -264,10 +264,10 @@ void Session<Stream>::OnBody(beast::error_code ec) {
     return Fail(413, absl::StrCat("request body larger than the limit of ",
                                   server_.options().max_body_bytes, " bytes"));
   }
-  if (ec == beast::error::timeout) return Fail(408, "the request did not arrive in time");
+  // A timeout (beast has closed the socket by then) ends the connection too.
   if (ec == http::error::end_of_stream || ec == net::error::eof ||
       ec == net::error::operation_aborted || ec == net::error::connection_reset ||
-      ec == ssl::error::stream_truncated) {
+      ec == ssl::error::stream_truncated || ec == beast::error::timeout) {
     return;
   }
   if (ec) return Fail(400, absl::StrCat("malformed HTTP request: ", ec.message()));

@@ -9,7 +9,8 @@
 //
 // Per connection: keep-alive (HTTP/1.1), `Expect: 100-continue`, a body
 // limit (413 beyond it), a header size limit (431), a deadline for a whole
-// request to arrive (408 / close), an idle timeout between requests, a
+// request to arrive (then the connection is closed: slow clients cannot
+// hold it), an idle timeout between requests, a
 // write timeout, and a bound on output queued for a client that does not
 // read. Malformed HTTP gets 400 and the connection is closed; nothing a
 // client sends can crash or stall the server.
@@ -69,7 +70,7 @@ class HttpHandler {
   virtual ~HttpHandler() = default;
   virtual void Handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) = 0;
   // The body (JSON) of an error the transport answers itself (400 for
-  // malformed HTTP, 408, 413, 431); content type application/json.
+  // malformed HTTP, 413, 431); content type application/json.
   virtual std::string TransportErrorBody(int status, std::string_view message) = 0;
 };
 

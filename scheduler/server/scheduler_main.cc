@@ -91,6 +91,8 @@ struct Settings {
   int64_t http_port = 8000;     // 0: no HTTP; the default is given up (with a warning) if taken
   int64_t max_request_body_mb = 32;
   int64_t http_threads = 2;
+  double http_request_timeout_s = 30;  // for a whole request to arrive
+  double http_idle_timeout_s = 60;     // keep-alive between requests
   std::string chat_template;  // file; empty: the model's own
 };
 
@@ -240,6 +242,10 @@ int Run(int argc, char** argv) {
   flags.Int("max-request-body-mb", &s.max_request_body_mb,
             "largest HTTP request body, MiB (413 beyond it)");
   flags.Int("http-threads", &s.http_threads, "I/O threads of the HTTP server");
+  flags.Double("http-request-timeout-s", &s.http_request_timeout_s,
+               "an HTTP request must arrive whole within this, else the connection is closed");
+  flags.Double("http-idle-timeout-s", &s.http_idle_timeout_s,
+               "an idle keep-alive HTTP connection is closed after this");
   flags.String("chat-template", &s.chat_template,
                "Jinja chat template file for /v1/chat/completions (default: the model's "
                "tokenizer_config.json chat_template or chat_template.jinja)");
@@ -320,6 +326,10 @@ int Run(int argc, char** argv) {
 
   if (s.max_request_body_mb < 1 || s.http_threads < 1) {
     return fail(absl::InvalidArgumentError("--max-request-body-mb and --http-threads must be >= 1"));
+  }
+  if (!(s.http_request_timeout_s > 0) || !(s.http_idle_timeout_s > 0)) {
+    return fail(absl::InvalidArgumentError(
+        "--http-request-timeout-s and --http-idle-timeout-s must be > 0"));
   }
 
   absl::StatusOr<ModelConfig> model = ModelConfig::LoadFromDirectory(s.model);
@@ -417,6 +427,8 @@ int Run(int argc, char** argv) {
     ho.port = static_cast<int>(s.http_port);
     ho.num_threads = static_cast<int>(s.http_threads);
     ho.max_body_bytes = s.max_request_body_mb << 20;
+    ho.request_timeout = absl::Seconds(s.http_request_timeout_s);
+    ho.idle_timeout = absl::Seconds(s.http_idle_timeout_s);
     ho.tls_cert_file = s.tls.cert;
     ho.tls_key_file = s.tls.key;
     ho.tls_client_ca_file = s.tls.client_ca;

@@ -206,6 +206,20 @@ class HttpApiTest(unittest.TestCase):
                                                                      stream_options=None))
         self.assertEqual(whole["choices"][0]["text"], text)
 
+    def test_error_body_raw_bytes_with_curl(self):
+        out = subprocess.run(
+            ["curl", "-sS", "-i", "-d", '{"prompt": "x", "temperature": -1}',
+             f"http://127.0.0.1:{self.port}/v1/completions"],
+            capture_output=True, timeout=60, check=True).stdout
+        head, _, body = out.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 400 Bad Request\r\n"), head)
+        self.assertIn(b"\r\nContent-Type: application/json\r\n", head)
+        self.assertIn(b"\r\nContent-Length: %d" % len(body), head)
+        error = json.loads(body)["error"]
+        self.assertEqual((error["type"], error["param"], error["code"]),
+                         ("invalid_request_error", "temperature", None))
+        self.assertIn("temperature", error["message"])
+
     def test_streamed_chat_role_first_then_content(self):
         status, _, raw = request(self.port, "POST", "/v1/chat/completions", {
             "messages": [{"role": "user", "content": [{"type": "text", "text": "And God"},
@@ -391,6 +405,48 @@ class HttpApiTest(unittest.TestCase):
         self.assertEqual(after, before + 1)
         # The engine's own series are on the same registry.
         self.assertGreater(metric(self.port, "folio_kv_cache_blocks_total", 'pool="device"'), 0)
+
+
+class HttpTimeoutTest(unittest.TestCase):
+    """--http-request-timeout-s and --http-idle-timeout-s: a client that sends a
+    request too slowly, or keeps an idle connection, is disconnected; the
+    server goes on serving."""
+
+    def test_slow_and_idle_clients_are_disconnected(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            cluster = LocalCluster(os.path.join(tmp, "scheduler.log"), http=True,
+                                   scheduler_flags=("--http-request-timeout-s", "1",
+                                                    "--http-idle-timeout-s", "1"))
+            port = cluster.http_port
+            try:
+                cluster.wait_ready(lambda: HttpApiTest._healthy(port))
+
+                def closed_within(s, seconds):
+                    """Seconds until the server closed `s` (recv returns b"")."""
+                    start = time.monotonic()
+                    s.settimeout(seconds)
+                    while s.recv(4096):
+                        pass
+                    return time.monotonic() - start
+
+                # Half a request head, never finished (slowloris).
+                with socket.create_connection(("127.0.0.1", port)) as s:
+                    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+                    self.assertLess(closed_within(s, 10), 5)
+                # A head whose body never comes.
+                with socket.create_connection(("127.0.0.1", port)) as s:
+                    s.sendall(b"POST /tokenize HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
+                    self.assertLess(closed_within(s, 10), 5)
+                # An idle keep-alive connection after an answer.
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                conn.request("GET", "/v1/models")
+                self.assertEqual(conn.getresponse().read()[:1], b"{")
+                self.assertLess(closed_within(conn.sock, 10), 5)
+                conn.close()
+                self.assertTrue(HttpApiTest._healthy(port))
+            finally:
+                code = cluster.stop()
+            self.assertEqual(code, 0, cluster.log())
 
 
 class WorkerFailureHttpTest(unittest.TestCase):
