@@ -7,8 +7,8 @@
 namespace folio {
 namespace {
 
-nlohmann::json NullIfEmpty(const std::string& s) {
-  return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+nlohmann::ordered_json NullIfEmpty(const std::string& s) {
+  return s.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s);
 }
 
 // "sampling_params.logit_bias[5]" -> "logit_bias"; "token_ids.ids" -> the prompt.
@@ -24,11 +24,11 @@ std::string ParamOf(std::string_view field, std::string_view prompt_param) {
 }  // namespace
 
 std::string OpenAiError::ToJson() const {
-  nlohmann::json body = {{"error",
-                          {{"message", message},
-                           {"type", type},
-                           {"param", NullIfEmpty(param)},
-                           {"code", code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code)}}}};
+  const nlohmann::ordered_json body = {{"error",
+                                         {{"message", message},
+                                          {"type", type},
+                                          {"param", NullIfEmpty(param)},
+                                          {"code", NullIfEmpty(code)}}}};
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -40,8 +40,41 @@ OpenAiError ModelNotFound(const std::string& asked, const std::string& served) {
   return e;
 }
 
+// How deep brackets nest in a JSON text (outside strings). Parsing is
+// iterative, but copying and converting a value recurse: a request that
+// nests deeper than any real one is refused before it is parsed.
+int MaxJsonNesting(const std::string& text) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
+constexpr int kMaxJsonNesting = 64;
+
 // The body as JSON: 400 when it is not (invalid UTF-8 in a string included).
 std::optional<OpenAiError> ParseJson(const std::string& body, Json* out) {
+  if (MaxJsonNesting(body) > kMaxJsonNesting) {
+    OpenAiError e;
+    e.message = absl::StrCat("the request body nests deeper than ", kMaxJsonNesting, " levels");
+    return e;
+  }
   *out = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (out->is_discarded()) {
     OpenAiError e;

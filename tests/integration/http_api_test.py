@@ -293,6 +293,11 @@ class HttpApiTest(unittest.TestCase):
         big = json.dumps({"prompt": "a" * (2 << 20)}).encode()
         status, _, body = request(p, "POST", "/v1/completions", big)
         self.assert_error((status, json.loads(body)), 413)
+        # Nesting no real request needs is refused before it is parsed.
+        deep = '{"messages": [{"role": "user", "content": "x", "extra": %s}]}' % (
+            "[" * 100000 + "]" * 100000)
+        status, _, body = request(p, "POST", "/v1/chat/completions", deep.encode())
+        self.assertIn("nests deeper", self.assert_error((status, json.loads(body)), 400)["message"])
         self.assertTrue(self._healthy(p))
 
     def test_malformed_http_gets_400_and_the_server_keeps_serving(self):
