@@ -22,6 +22,7 @@ ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else
                        os.path.join(os.path.dirname(__file__), "..", ".."))
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "folio-dashboard.json")
 SOURCES = [os.path.join(ROOT, "scheduler", "server", "scheduler_metrics.cc"),
+           os.path.join(ROOT, "scheduler", "openai", "openai_service.cc"),
            os.path.join(ROOT, "worker", "worker_metrics.cc")]
 DOC = os.path.join(ROOT, "docs", "operations.md")
 HIST_SUFFIXES = ("_bucket", "_sum", "_count")
