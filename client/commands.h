@@ -13,6 +13,9 @@ int ServeMain(int argc, char** argv);
 // `folio generate "prompt"`: streams a generation from a running cluster.
 int GenerateMain(int argc, char** argv);
 
+// `folio bench`: the serving benchmark client (client/bench_command.cc).
+int BenchMain(int argc, char** argv);
+
 }  // namespace folio
 
 #endif  // FOLIO_CLIENT_COMMANDS_H_

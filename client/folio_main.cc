@@ -344,14 +344,15 @@ int Run(int argc, char** argv) {
 int main(int argc, char** argv) {
   folio::UsePassiveOpenMpWaitByDefault(argv);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fputs("usage: folio run|serve|generate ... (folio COMMAND --help)\n", stderr);
+    std::fputs("usage: folio run|serve|generate|bench ... (folio COMMAND --help)\n", stderr);
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
   if (command == "run") return folio::Run(argc - 2, argv + 2);
   if (command == "serve") return folio::ServeMain(argc - 2, argv + 2);
   if (command == "generate") return folio::GenerateMain(argc - 2, argv + 2);
-  std::fprintf(stderr, "folio: unknown command '%s' (available: run, serve, generate)\n",
+  if (command == "bench") return folio::BenchMain(argc - 2, argv + 2);
+  std::fprintf(stderr, "folio: unknown command '%s' (available: run, serve, generate, bench)\n",
                command.c_str());
   return 2;
 }
