@@ -24,6 +24,14 @@ Json Bytes(std::string_view s) {
   return out;
 }
 
+// OpenAI's legacy logprobs object of /v1/completions, with no token yet.
+Json EmptyCompletionLogprobs() {
+  return {{"tokens", Json::array()},
+          {"token_logprobs", Json::array()},
+          {"top_logprobs", Json::array()},
+          {"text_offset", Json::array()}};
+}
+
 const char* OpenAiFinishReason(v1::FinishReason reason) {
   switch (reason) {
     case v1::FINISH_REASON_LENGTH:
@@ -61,7 +69,6 @@ CompletionRun::CompletionRun(Options options, const Tokenizer& tokenizer,
       on_status_(std::move(on_status)),
       choices_(static_cast<size_t>(options_.num_prompts) * options_.n),
       prompt_logprobs_(options_.num_prompts),
-      vllm_prompt_logprobs_(options_.num_prompts),
       prompt_done_(options_.num_prompts, false) {}
 
 std::shared_ptr<GenerateSink> CompletionRun::SinkFor(int32_t index) {
@@ -159,10 +166,7 @@ CompletionRun::Piece CompletionRun::EchoPiece(int32_t prompt, int64_t* text_offs
   *text_offset = CodePoints(piece.text);
   if (!options_.logprobs.has_value()) return piece;
   // The prompt's tokens: the first has no log-prob (nothing before it).
-  piece.logprobs = {{"tokens", Json::array()},
-                    {"token_logprobs", Json::array()},
-                    {"top_logprobs", Json::array()},
-                    {"text_offset", Json::array()}};
+  piece.logprobs = EmptyCompletionLogprobs();
   const std::vector<int32_t>& ids = options_.echo_ids[prompt];
   const std::vector<v1::TokenLogprob>& scored = prompt_logprobs_[prompt];
   int64_t offset = 0;
@@ -178,13 +182,34 @@ CompletionRun::Piece CompletionRun::EchoPiece(int32_t prompt, int64_t* text_offs
       continue;
     }
     piece.logprobs["token_logprobs"].push_back(lp->logprob());
-    Json top = Json::object();
-    for (const v1::TopLogprob& t : lp->top_logprobs()) top[TokenText(t.token_id())] = t.logprob();
-    piece.logprobs["top_logprobs"].push_back(std::move(top));
+    piece.logprobs["top_logprobs"].push_back(TopLogprobsByText(*lp));
   }
   // The tokens' own texts (BOS included) count, as for the tokens that follow.
   *text_offset = offset;
   return piece;
+}
+
+Json CompletionRun::TopLogprobsByText(const v1::TokenLogprob& lp) const {
+  Json top = Json::object();
+  for (const v1::TopLogprob& t : lp.top_logprobs()) top[TokenText(t.token_id())] = t.logprob();
+  return top;
+}
+
+Json CompletionRun::VllmPromptLogprobs(int32_t prompt) const {
+  Json list = Json::array({nullptr});  // the first token has nothing before it
+  for (const v1::TokenLogprob& lp : prompt_logprobs_[prompt]) {
+    Json entry = Json::object();
+    entry[absl::StrCat(lp.token_id())] = {{"logprob", lp.logprob()},
+                                          {"decoded_token", TokenText(lp.token_id())}};
+    for (const v1::TopLogprob& t : lp.top_logprobs()) {
+      const std::string key = absl::StrCat(t.token_id());
+      if (!entry.contains(key)) {
+        entry[key] = {{"logprob", t.logprob()}, {"decoded_token", TokenText(t.token_id())}};
+      }
+    }
+    list.push_back(std::move(entry));
+  }
+  return list;
 }
 
 void CompletionRun::AppendLogprobs(Choice& choice, const v1::SequenceDelta& delta, Json* out) {
@@ -202,38 +227,19 @@ void CompletionRun::AppendLogprobs(Choice& choice, const v1::SequenceDelta& delt
     }
     return;
   }
-  if (out->is_null()) {
-    *out = {{"tokens", Json::array()},
-            {"token_logprobs", Json::array()},
-            {"top_logprobs", Json::array()},
-            {"text_offset", Json::array()}};
-  }
+  if (out->is_null()) *out = EmptyCompletionLogprobs();
   for (const v1::TokenLogprob& lp : delta.logprobs()) {
     const std::string token = TokenText(lp.token_id());
     (*out)["tokens"].push_back(token);
     (*out)["token_logprobs"].push_back(lp.logprob());
-    Json top = Json::object();
-    for (const v1::TopLogprob& t : lp.top_logprobs()) top[TokenText(t.token_id())] = t.logprob();
-    (*out)["top_logprobs"].push_back(std::move(top));
+    (*out)["top_logprobs"].push_back(TopLogprobsByText(lp));
     (*out)["text_offset"].push_back(choice.text_offset);
     choice.text_offset += CodePoints(token);
   }
 }
 
 void CompletionRun::HandleChunk(int32_t prompt, const v1::Chunk& chunk) {
-  for (const v1::TokenLogprob& lp : chunk.prompt_logprobs()) {
-    prompt_logprobs_[prompt].push_back(lp);
-    Json entry = Json::object();
-    entry[absl::StrCat(lp.token_id())] = {{"logprob", lp.logprob()},
-                                          {"decoded_token", TokenText(lp.token_id())}};
-    for (const v1::TopLogprob& t : lp.top_logprobs()) {
-      const std::string key = absl::StrCat(t.token_id());
-      if (!entry.contains(key)) {
-        entry[key] = {{"logprob", t.logprob()}, {"decoded_token", TokenText(t.token_id())}};
-      }
-    }
-    vllm_prompt_logprobs_[prompt].push_back(std::move(entry));
-  }
+  for (const v1::TokenLogprob& lp : chunk.prompt_logprobs()) prompt_logprobs_[prompt].push_back(lp);
   for (const v1::SequenceDelta& delta : chunk.deltas()) {
     const int32_t index = prompt * options_.n + static_cast<int32_t>(delta.index());
     if (index < 0 || index >= static_cast<int32_t>(choices_.size())) continue;
@@ -395,12 +401,8 @@ void CompletionRun::Complete() {
     c["logprobs"] = choice.logprobs;
     c["finish_reason"] = choice.finish_reason;
     c["stop_reason"] = choice.stop_reason;
-    const size_t prompt = i / options_.n;
-    if (!vllm_prompt_logprobs_[prompt].empty()) {
-      Json list = Json::array({nullptr});
-      for (const Json& e : vllm_prompt_logprobs_[prompt]) list.push_back(e);
-      c["prompt_logprobs"] = std::move(list);
-    }
+    const int32_t prompt = static_cast<int32_t>(i) / options_.n;
+    if (!prompt_logprobs_[prompt].empty()) c["prompt_logprobs"] = VllmPromptLogprobs(prompt);
     body["choices"].push_back(std::move(c));
   }
   body["usage"] = UsageJson();

@@ -108,6 +108,10 @@ class CompletionRun : public std::enable_shared_from_this<CompletionRun> {
   nlohmann::ordered_json Envelope() const;
   nlohmann::ordered_json UsageJson() const;
   std::string TokenText(int32_t id) const;
+  // A token's alternatives as the completions object keys them: {text: logprob}.
+  nlohmann::ordered_json TopLogprobsByText(const v1::TokenLogprob& lp) const;
+  // vLLM's `prompt_logprobs` of a choice: null, then {"id": {logprob, decoded_token}} per token.
+  nlohmann::ordered_json VllmPromptLogprobs(int32_t prompt) const;
   void SendEvent(const nlohmann::ordered_json& event);
 
   const Options options_;
@@ -123,9 +127,8 @@ class CompletionRun : public std::enable_shared_from_this<CompletionRun> {
   std::vector<std::string> engine_ids_;
   std::vector<Pending> pending_;  // outputs that came before Started
   std::vector<Choice> choices_;
-  // Per prompt: its prompt log-probs (echo), whether it finished.
+  // Per prompt: its prompt log-probs (echo, prompt_logprobs), whether it finished.
   std::vector<std::vector<v1::TokenLogprob>> prompt_logprobs_;
-  std::vector<nlohmann::ordered_json> vllm_prompt_logprobs_;
   std::vector<bool> prompt_done_;
   int32_t prompts_done_ = 0;
   uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;

@@ -256,6 +256,20 @@ class HttpApiTest(unittest.TestCase):
         self.assertIsNone(lp["token_logprobs"][0])
         self.assertTrue(all(isinstance(v, float) for v in lp["token_logprobs"][1:]))
         self.assertEqual(lp["text_offset"], sorted(lp["text_offset"]))
+        # vLLM's prompt_logprobs: null, then each prompt token's own entry.
+        ids = self.cases[0]["prompt_token_ids"]
+        status, body = post_json(self.port, "/v1/completions", {
+            "prompt": prompt, "max_tokens": 1, "temperature": 0, "prompt_logprobs": 1})
+        self.assertEqual(status, 200, body)
+        scored = body["choices"][0]["prompt_logprobs"]
+        self.assertEqual(len(scored), len(ids))
+        self.assertIsNone(scored[0])
+        for token, entry in zip(ids[1:], scored[1:]):
+            self.assertIn(str(token), entry)
+            self.assertLessEqual(entry[str(token)]["logprob"], 0)
+            self.assertLessEqual(len(entry), 2)
+        self.assertEqual(lp["token_logprobs"][1:n_prompt],
+                         [e[str(t)]["logprob"] for t, e in zip(ids[1:], scored[1:])])
 
     # --- errors
 
