@@ -1,7 +1,5 @@
 #include "worker/cpu_worker.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -12,13 +10,12 @@ namespace folio {
 namespace {
 
 // One compute pool per worker thread (see Options::num_threads): the kernel
-// threads, with OpenBLAS single-threaded inside them. Applied once per
-// calling thread and setting.
+// threads, which also run the GEMMs. Applied once per calling thread and
+// setting.
 void ApplyThreadSettings(int32_t num_threads) {
   thread_local int32_t applied = -1;
   if (applied == num_threads) return;
   kernels::cpu::SetKernelThreads(num_threads);
-  openblas_set_num_threads(1);
   applied = num_threads;
 }
 
@@ -52,14 +49,25 @@ absl::StatusOr<std::unique_ptr<CpuWorker>> CpuWorker::Load(const Options& option
   if (options.communicator == nullptr && options.shard.world_size > 1) {
     return absl::InvalidArgumentError("tensor parallelism needs a communicator");
   }
+  if (!options.quantization.empty() && options.quantization != "int8") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantization '", options.quantization, "': the CPU worker knows \"int8\" (or none)"));
+  }
   absl::StatusOr<std::unique_ptr<ModelWeights>> weights =
       ModelWeights::Load(options.model_dir, options.shard);
   if (!weights.ok()) return weights.status();
-  return std::unique_ptr<CpuWorker>(new CpuWorker(options, std::move(*weights)));
+  const kernels::cpu::WeightType type = CpuWeightType(
+      options.dtype, (*weights)->config.torch_dtype, options.quantization == "int8");
+  PackedWeights packed = PackedWeights::PackAndRelease(**weights, type);
+  return std::unique_ptr<CpuWorker>(new CpuWorker(options, std::move(*weights), std::move(packed)));
 }
 
-CpuWorker::CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weights)
-    : options_(options), weights_(std::move(weights)), sampler_(options.seed) {}
+CpuWorker::CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weights,
+                     PackedWeights packed)
+    : options_(options),
+      weights_(std::move(weights)),
+      packed_(std::move(packed)),
+      sampler_(options.seed) {}
 
 int64_t CpuWorker::block_bytes() const {
   return CacheEngine::BytesPerBlock(config().num_layers, weights_->shape.num_kv_heads,
@@ -96,7 +104,7 @@ absl::Status CpuWorker::AllocateCache(int32_t num_device_blocks, int32_t num_hos
   absl::StatusOr<std::unique_ptr<CacheEngine>> cache = CacheEngine::Create(co);
   if (!cache.ok()) return cache.status();
   cache_ = std::move(*cache);
-  runner_ = std::make_unique<ModelRunner>(*weights_, *cache_, options_.communicator);
+  runner_ = std::make_unique<ModelRunner>(*weights_, packed_, *cache_, options_.communicator);
   mirror_ = std::make_unique<PlanMirror>(options_.block_size, num_device_blocks);
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "worker/model_runner.h"
 #include "worker/model_weights.h"
 #include "worker/model_worker.h"
+#include "worker/packed_weights.h"
 #include "worker/prompt_logprobs.h"
 #include "worker/sampler.h"
 
@@ -39,13 +41,19 @@ class CpuWorker final : public ModelWorker {
     int32_t num_host_blocks = 0;
     uint64_t seed = 0;  // for requests without a seed of their own
     // Compute threads of this worker: the kernels' OpenMP threads, which
-    // also run the GEMMs (OpenBLAS is set to one thread per call, so its own
-    // pool never spins against OpenMP's). 0 = OMP_NUM_THREADS when set, else
+    // also run the GEMMs. 0 = OMP_NUM_THREADS when set, else
     // the hardware concurrency (kernels::cpu::DefaultKernelThreads).
     // Applied on the thread that calls Execute. OPENBLAS_CORETYPE and the
     // OMP_* environment are left as they are (OMP_WAIT_POLICY=PASSIVE makes
     // idle threads sleep instead of spinning, kinder on shared machines).
     int32_t num_threads = 0;
+    // How the GEMM weights are stored (worker/packed_weights.h,
+    // CpuWeightType): dtype nullopt = "auto", the checkpoint's torch_dtype
+    // (bf16 stays bf16; fp16 and fp32 compute from fp32); quantization ""
+    // (none) or "int8" (weight-only, symmetric, per output channel, computed
+    // at load). Activations and the KV cache are fp32 either way.
+    std::optional<DType> dtype;
+    std::string quantization;
     // Tensor parallelism (world_size == shard.world_size, rank ==
     // shard.rank); null for one rank. Must outlive the worker.
     Communicator* communicator = nullptr;
@@ -81,6 +89,9 @@ class CpuWorker final : public ModelWorker {
     return cache_ ? cache_->options().num_host_blocks : 0;
   }
   std::string device_name() const override { return "cpu"; }
+  // The stored type of the GEMM weights and their bytes on this rank.
+  kernels::cpu::WeightType weight_type() const { return packed_.type; }
+  int64_t weight_bytes() const { return packed_.bytes(); }
 
   // Cache ops, then the forward pass of every scheduled token, then samples
   // for the sequences the plan asks to sample (rank 0 only).
@@ -88,10 +99,11 @@ class CpuWorker final : public ModelWorker {
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
 
  private:
-  CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weights);
+  CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weights, PackedWeights packed);
 
   const Options options_;
-  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<ModelWeights> weights_;  // config, norms, biases (the GEMM weights: packed_)
+  const PackedWeights packed_;
   // Set by AllocateCache.
   std::unique_ptr<CacheEngine> cache_;
   std::unique_ptr<ModelRunner> runner_;

@@ -1,7 +1,5 @@
 #include "worker/model_runner.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,37 +10,12 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cache_ops.h"
 #include "kernels/cpu/norm.h"
-#include "kernels/cpu/threads.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "worker/rope_config.h"
 #include "worker/vocab_parallel.h"
 
 namespace folio {
 namespace {
-
-// out[n][rows] = x[n][cols] * W[rows][cols]^T (nn.Linear). Big products
-// are split by output features over the kernel threads, each slice a
-// single-threaded OpenBLAS call (CpuWorker sets OpenBLAS to one thread), so
-// GEMMs and attention share one pool (kernels/cpu/threads.h).
-void Linear(const float* x, int32_t n, int32_t cols, const float* w, int32_t rows, float* out) {
-  constexpr double kMinParallelMacs = 1 << 18;
-  constexpr int32_t kAlign = 16;  // slice boundaries, in output features
-  const int32_t threads = kernels::cpu::KernelThreads();
-  const int32_t slices = static_cast<int32_t>(
-      std::min<int64_t>(threads, (int64_t{rows} + kAlign - 1) / kAlign));
-  if (slices <= 1 || double(n) * rows * cols < kMinParallelMacs) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, x, cols, w, cols,
-                0.0f, out, rows);
-    return;
-  }
-  const int32_t units = (rows + kAlign - 1) / kAlign;
-  kernels::cpu::ParallelFor(slices, [&](int64_t i) {
-    const int32_t lo = std::min(rows, static_cast<int32_t>(units * i / slices) * kAlign);
-    const int32_t hi = std::min(rows, static_cast<int32_t>(units * (i + 1) / slices) * kAlign);
-    if (hi <= lo) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, hi - lo, cols, 1.0f, x, cols,
-                w + int64_t{lo} * cols, cols, 0.0f, out + lo, rows);
-  });
-}
 
 void Grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -60,8 +33,10 @@ int32_t RopePositions(const ModelConfig& c, const CacheEngine& cache) {
 
 }  // namespace
 
-ModelRunner::ModelRunner(const ModelWeights& weights, CacheEngine& cache, Communicator* comm)
+ModelRunner::ModelRunner(const ModelWeights& weights, const PackedWeights& packed,
+                         CacheEngine& cache, Communicator* comm)
     : w_(weights),
+      p_(packed),
       cache_(cache),
       reducer_(comm),
       rope_(weights.config.head_dim, weights.config.rope_theta, RopeScalingOf(weights.config),
@@ -86,7 +61,7 @@ absl::Status ModelRunner::Forward(const ForwardBatch& batch, std::vector<float>&
           absl::StrCat("token id ", id, " is out of vocabulary (size ", c.vocab_size, ")"));
     }
   }
-  if (absl::Status s = VocabParallelEmbed(w_, reducer_, batch.token_ids.data(), n, residual_.data());
+  if (absl::Status s = VocabParallelEmbed(w_, p_.embedding(), reducer_, batch.token_ids.data(), n, residual_.data());
       !s.ok()) {
     return s;
   }
@@ -124,13 +99,13 @@ absl::Status ModelRunner::Logits(std::span<const int32_t> rows, std::vector<floa
   }
   if (reducer_ == nullptr || reducer_->world_size() == 1) {
     logits.resize(size_t(r) * c.vocab_size);
-    if (r > 0) Linear(rows_.data(), r, d, w_.lm_head_data(), c.vocab_size, logits.data());
+    if (r > 0) kernels::cpu::PackedGemm(rows_.data(), r, p_.lm_head, logits.data());
     return absl::OkStatus();
   }
   // Vocabulary-parallel LM head: this rank's slice, gathered on rank 0.
   const int32_t slice = w_.shape.vocab_count;
   Grow(logits_scratch_, size_t(r) * slice);
-  if (r > 0) Linear(rows_.data(), r, d, w_.lm_head_data(), slice, logits_scratch_.data());
+  if (r > 0) kernels::cpu::PackedGemm(rows_.data(), r, p_.lm_head, logits_scratch_.data());
   return GatherVocabParallelLogits(w_, *reducer_, logits_scratch_.data(), r, gather_scratch_,
                                    logits);
 }
@@ -143,7 +118,7 @@ absl::Status ModelRunner::Attention(int32_t layer, const ForwardBatch& batch, in
   const int32_t q_width = heads * hd, kv_width = kv_heads * hd;
   const int32_t qkv_width = q_width + 2 * kv_width;
   Grow(qkv_, size_t(n) * qkv_width);
-  Linear(normed_.data(), n, d, L.qkv.data(), qkv_width, qkv_.data());
+  kernels::cpu::PackedGemm(normed_.data(), n, p_.layers[layer].qkv, qkv_.data());
   Grow(q_, size_t(n) * q_width);
   Grow(k_, size_t(n) * kv_width);
   Grow(v_, size_t(n) * kv_width);
@@ -182,20 +157,19 @@ absl::Status ModelRunner::Attention(int32_t layer, const ForwardBatch& batch, in
                                         batch.context_lens.data(), heads, scale, attn_.data(),
                                         c.AttentionWindow(layer));
   }
-  Linear(attn_.data(), n, q_width, L.o_proj.data(), d, hidden_.data());
+  kernels::cpu::PackedGemm(attn_.data(), n, p_.layers[layer].o_proj, hidden_.data());
   if (reducer_ != nullptr) return reducer_->AllReduceSum(hidden_.data(), int64_t{n} * d);
   return absl::OkStatus();
 }
 
 absl::Status ModelRunner::Mlp(int32_t layer, int32_t n) {
   const ModelConfig& c = w_.config;
-  const LayerWeights& L = w_.layers[layer];
   const int32_t d = c.hidden_size, inter = w_.shape.intermediate;
   Grow(gate_up_, size_t(n) * 2 * inter);
-  Linear(normed_.data(), n, d, L.gate_up.data(), 2 * inter, gate_up_.data());
+  kernels::cpu::PackedGemm(normed_.data(), n, p_.layers[layer].gate_up, gate_up_.data());
   Grow(act_, size_t(n) * inter);
   kernels::cpu::SiluAndMul(gate_up_.data(), n, inter, act_.data());
-  Linear(act_.data(), n, inter, L.down_proj.data(), d, hidden_.data());
+  kernels::cpu::PackedGemm(act_.data(), n, p_.layers[layer].down_proj, hidden_.data());
   if (reducer_ != nullptr) return reducer_->AllReduceSum(hidden_.data(), int64_t{n} * d);
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #include "worker/communicator.h"
 #include "worker/forward_batch.h"
 #include "worker/model_weights.h"
+#include "worker/packed_weights.h"
 
 namespace folio {
 
@@ -24,14 +25,18 @@ using AllReducer = Communicator;
 // Runs a Llama-family model (Llama 2/3, Mistral, Qwen2) on the CPU over the
 // paged KV cache: embedding -> layers (RMSNorm, QKV, RoPE, reshape-and-cache,
 // paged attention, o-proj, RMSNorm, SwiGLU) -> final norm -> logits of the
-// requested rows. GEMMs through OpenBLAS, fp32.
+// requested rows. GEMMs through PackedGemm on weights packed once at load
+// (fp32, bf16 or int8 storage, fp32 arithmetic); activations and the KV
+// cache are fp32.
 //
 // Thread-compatible; owns its activation buffers.
 class ModelRunner {
  public:
-  // `weights`, `cache` and `comm` must outlive the runner; `comm` may be
-  // null for one rank.
-  ModelRunner(const ModelWeights& weights, CacheEngine& cache, Communicator* comm);
+  // `weights` (its norms, biases and config), `packed` (its GEMM weights,
+  // PackedWeights::PackAndRelease), `cache` and `comm` must outlive the
+  // runner; `comm` may be null for one rank.
+  ModelRunner(const ModelWeights& weights, const PackedWeights& packed, CacheEngine& cache,
+              Communicator* comm);
 
   // logits: [batch.logits_rows.size()][vocab] on rank 0; empty on the other
   // ranks of a tensor-parallel group (the vocabulary-parallel LM head
@@ -48,6 +53,7 @@ class ModelRunner {
   absl::Status Mlp(int32_t layer, int32_t n);
 
   const ModelWeights& w_;
+  const PackedWeights& p_;
   CacheEngine& cache_;
   Communicator* const reducer_;
   const kernels::cpu::RotaryEmbedding rope_;

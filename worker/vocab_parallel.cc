@@ -5,15 +5,15 @@
 
 namespace folio {
 
-absl::Status VocabParallelEmbed(const ModelWeights& w, Communicator* comm, const TokenId* ids,
-                                int32_t n, float* out) {
+absl::Status VocabParallelEmbed(const ModelWeights& w, const kernels::cpu::PackedMatrix& table,
+                                Communicator* comm, const TokenId* ids, int32_t n, float* out) {
   const size_t d = w.config.hidden_size;
   const int64_t begin = w.shape.vocab_begin, count = w.shape.vocab_count;
   for (int32_t t = 0; t < n; ++t) {
     const int64_t local = int64_t{ids[t]} - begin;
     float* row = out + size_t(t) * d;
     if (local >= 0 && local < count) {
-      std::memcpy(row, &w.embed[size_t(local) * d], sizeof(float) * d);
+      table.Row(static_cast<int32_t>(local), row);
     } else {
       std::memset(row, 0, sizeof(float) * d);
     }

@@ -16,15 +16,17 @@
 #include "absl/status/status.h"
 #include "common/types.h"
 #include "worker/communicator.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "worker/model_weights.h"
 
 namespace folio {
 
-// out[n][hidden] = embedding rows of ids[0:n]: this rank's rows for ids in
-// its slice, zeros for the others, then summed over ranks (`comm` may be
-// null for one rank). REQUIRES: every id in [0, vocab_size).
-absl::Status VocabParallelEmbed(const ModelWeights& w, Communicator* comm, const TokenId* ids,
-                                int32_t n, float* out);
+// out[n][hidden] = embedding rows of ids[0:n]: this rank's rows (of
+// `table`, [vocab_count][hidden]) for ids in its slice, zeros for the
+// others, then summed over ranks (`comm` may be null for one rank).
+// REQUIRES: every id in [0, vocab_size).
+absl::Status VocabParallelEmbed(const ModelWeights& w, const kernels::cpu::PackedMatrix& table,
+                                Communicator* comm, const TokenId* ids, int32_t n, float* out);
 
 // Rank 0: logits[r][vocab_size] assembled from every rank's
 // local[r][vocab_count] (its rows x its lm_head slice^T). Other ranks:

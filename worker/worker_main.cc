@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
   if (metrics_host.empty()) metrics_host = host;
 
   // SIGINT/SIGTERM: the handler only writes the signal number to a pipe (any
-  // thread may take it: OpenBLAS starts threads before main); a watcher
+  // thread may take it: libraries may start threads before main); a watcher
   // thread reads it and shuts down.
   if (pipe(g_signal_pipe) != 0) {
     std::perror("folio-worker: pipe");

@@ -116,10 +116,6 @@ void ContiguousAttentionPrefill(const float* q, const ContiguousKvLayer& kv,
                                 int32_t num_heads, float scale, float* out,
                                 int32_t sliding_window = 0);
 
-// Threads the kernels of this library use (OpenMP's max threads; 1 without
-// OpenMP). For benchmarks that want a baseline with the same parallelism.
-int32_t KernelThreads();
-
 }  // namespace cpu
 }  // namespace folio::kernels
 

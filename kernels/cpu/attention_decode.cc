@@ -159,7 +159,6 @@ void DecodeWithSplit(const float* q, const Shape& sh, const int32_t* context_len
 
 }  // namespace
 
-int32_t KernelThreads() { return MaxThreads(); }
 
 bool ValidateDecodeSplit(const DecodeSplit& split, int32_t num_kv_heads, std::string* error) {
   if (split.heads_per_item < 0 || split.heads_per_item > num_kv_heads ||

@@ -31,6 +31,14 @@ void SetKernelThreads(int32_t n) {
 #endif
 }
 
+int32_t KernelThreads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) {
   if (n <= 1) {
     if (n == 1) fn(0);

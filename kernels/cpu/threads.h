@@ -1,8 +1,6 @@
 // One thread pool for all CPU compute: the kernels' OpenMP threads. The
-// worker's GEMMs run on the same threads (each thread a single-threaded
-// OpenBLAS call on its slice, see ParallelFor), so OpenBLAS's own pool is
-// never woken and two pools never busy-wait against each other on the same
-// cores.
+// worker's GEMMs (PackedGemm) run on the same threads, so two pools never
+// busy-wait against each other on the same cores.
 #ifndef FOLIO_KERNELS_CPU_THREADS_H_
 #define FOLIO_KERNELS_CPU_THREADS_H_
 
@@ -15,6 +13,10 @@ namespace folio::kernels::cpu {
 // (OpenMP's nthreads ICV is per calling thread: call it on the thread that
 // runs the kernels). n <= 0: DefaultKernelThreads(). No-op without OpenMP.
 void SetKernelThreads(int32_t n);
+
+// Threads the kernels of this library use (OpenMP's max threads; 1 without
+// OpenMP).
+int32_t KernelThreads();
 
 // The hardware concurrency (at least 1).
 int32_t HardwareThreads();

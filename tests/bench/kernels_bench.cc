@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/threads.h"
 
 namespace folio::kernels::cpu {
 namespace {

@@ -50,7 +50,8 @@ inline absl::Status RunTwoStepWorkload(const std::string& dir, int rank, int wor
   co.num_device_blocks = 8;
   absl::StatusOr<std::unique_ptr<CacheEngine>> cache = CacheEngine::Create(co);
   if (!cache.ok()) return cache.status();
-  ModelRunner runner(**w, **cache, comm);
+  const PackedWeights packed = PackedWeights::PackAndRelease(**w, kernels::cpu::WeightType::kFloat32);
+  ModelRunner runner(**w, packed, **cache, comm);
   const std::vector<std::vector<int32_t>> tables = {{0}, {1, 2}};
   std::vector<std::vector<TokenId>> tokens(2);
   for (int t = 0; t < 7; ++t) tokens[0].push_back((t * 37 + 5) % c.vocab_size);

@@ -149,7 +149,9 @@ std::vector<PromptLogprobs> ScorePromptOnRanks(const std::string& dir, int world
     co.num_device_blocks = kBlocks;
     absl::StatusOr<std::unique_ptr<CacheEngine>> cache = CacheEngine::Create(co);
     EXPECT_TRUE(cache.ok());
-    ModelRunner runner(**w, **cache, nullptr);
+    const PackedWeights packed =
+        PackedWeights::PackAndRelease(**w, kernels::cpu::WeightType::kFloat32);
+    ModelRunner runner(**w, packed, **cache, nullptr);
     ForwardBatch b;
     b.max_blocks_per_seq = kBlocks;
     b.query_start = {0, kLen};

@@ -1,0 +1,359 @@
+#include "kernels/cpu/packed_gemm.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "kernels/cpu/threads.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define FOLIO_PACKED_GEMM_AVX2 1
+#define FOLIO_AVX2_FMA __attribute__((target("avx2,fma")))
+#endif
+
+namespace folio::kernels::cpu {
+namespace {
+
+constexpr int32_t kP = PackedMatrix::kPanelRows;
+// Rows of x per block (the x block, kMc x kKc floats, stays in L2) and the
+// k-slice each panel is cut into when several row tiles reuse it (a fp32
+// slice is 16 KiB and stays in L1 while every row tile of the block reads it).
+constexpr int32_t kMc = 96;
+constexpr int32_t kKc = 256;
+constexpr int32_t kMaxRowsPerTile = 6;
+constexpr int32_t kMaxPanelsPerTile = 4;
+// Products smaller than this (multiply-adds) run on the calling thread.
+constexpr double kMinParallelMacs = 1 << 16;
+
+uint16_t ToBf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
+}
+float FromBf16(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
+
+// Where column j of a 16-group sits in a bf16 panel: the AVX2 kernel widens
+// 16 stored values with unpacklo/unpackhi_epi16, which take stored 0-3 and
+// 8-11 into one register and 4-7, 12-15 into the other.
+constexpr int32_t Bf16Slot(int32_t j) { return j < 8 ? (j < 4 ? j : j + 4) : (j < 12 ? j - 4 : j); }
+
+// One row tile x one panel group: tile[m][p * 16 + j] = the k-slice's sum.
+// w points at the first panel's k-slice; panels are panel_bytes apart.
+using MicroFn = void (*)(const float* x, int64_t ldx, const uint8_t* w, int64_t panel_bytes,
+                         int32_t kc, float* tile);
+
+template <WeightType T>
+constexpr int32_t kBytes = T == WeightType::kFloat32 ? 4 : T == WeightType::kBFloat16 ? 2 : 1;
+
+// ---- portable kernels: plain loops, any CPU ----
+
+template <WeightType T>
+inline float Weight(const uint8_t* at_k, int32_t j) {
+  if constexpr (T == WeightType::kFloat32) {
+    float v;
+    std::memcpy(&v, at_k + 4 * j, 4);
+    return v;
+  } else if constexpr (T == WeightType::kBFloat16) {
+    uint16_t h;
+    std::memcpy(&h, at_k + 2 * Bf16Slot(j), 2);
+    return FromBf16(h);
+  } else {
+    return static_cast<float>(static_cast<int8_t>(at_k[j]));
+  }
+}
+
+template <WeightType T, int MR, int NP>
+void MicroPortable(const float* x, int64_t ldx, const uint8_t* w, int64_t panel_bytes, int32_t kc,
+                   float* tile) {
+  float acc[MR][NP * kP] = {};
+  for (int32_t k = 0; k < kc; ++k) {
+    for (int p = 0; p < NP; ++p) {
+      const uint8_t* at = w + p * panel_bytes + int64_t{k} * kP * kBytes<T>;
+      float wk[kP];
+      for (int32_t j = 0; j < kP; ++j) wk[j] = Weight<T>(at, j);
+      for (int m = 0; m < MR; ++m) {
+        const float xv = x[m * ldx + k];
+        for (int32_t j = 0; j < kP; ++j) acc[m][p * kP + j] += xv * wk[j];
+      }
+    }
+  }
+  std::memcpy(tile, acc, sizeof(acc));
+}
+
+// ---- AVX2 + FMA kernels: 16 outputs per panel in two registers ----
+
+#ifdef FOLIO_PACKED_GEMM_AVX2
+template <WeightType T>
+FOLIO_AVX2_FMA inline __attribute__((always_inline)) void Load16(const uint8_t* p, __m256& lo,
+                                                                 __m256& hi) {
+  if constexpr (T == WeightType::kFloat32) {
+    lo = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    hi = _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8);
+  } else if constexpr (T == WeightType::kBFloat16) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i zero = _mm256_setzero_si256();
+    lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
+    hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
+  } else {
+    lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    hi = _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))));
+  }
+}
+
+template <WeightType T, int MR, int NP>
+FOLIO_AVX2_FMA void MicroAvx2(const float* x, int64_t ldx, const uint8_t* w, int64_t panel_bytes,
+                              int32_t kc, float* tile) {
+  __m256 acc[MR][NP][2];
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) acc[m][p][0] = acc[m][p][1] = _mm256_setzero_ps();
+  }
+  constexpr int64_t kStep = int64_t{kP} * kBytes<T>;
+  for (int32_t k = 0; k < kc; ++k) {
+    __m256 lo[NP], hi[NP];
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) Load16<T>(w + p * panel_bytes + k * kStep, lo[p], hi[p]);
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+      const __m256 xv = _mm256_broadcast_ss(x + m * ldx + k);
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) {
+        acc[m][p][0] = _mm256_fmadd_ps(xv, lo[p], acc[m][p][0]);
+        acc[m][p][1] = _mm256_fmadd_ps(xv, hi[p], acc[m][p][1]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) {
+      _mm256_storeu_ps(tile + (m * NP + p) * kP, acc[m][p][0]);
+      _mm256_storeu_ps(tile + (m * NP + p) * kP + 8, acc[m][p][1]);
+    }
+  }
+}
+
+bool HaveAvx2Fma() {
+  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return have;
+}
+#else
+bool HaveAvx2Fma() { return false; }
+#endif
+
+// kernels[np_index][mr - 1], np_index 0/1/2 = 1/2/4 panels; null where that
+// shape is not used (see TileShape).
+struct KernelTable {
+  std::array<std::array<MicroFn, kMaxRowsPerTile>, 3> fn{};
+};
+
+template <WeightType T, int NP, int... MR>
+void FillRow(std::array<MicroFn, kMaxRowsPerTile>& row, bool avx2,
+             std::integer_sequence<int, MR...>) {
+#ifdef FOLIO_PACKED_GEMM_AVX2
+  if (avx2) {
+    ((row[MR] = &MicroAvx2<T, MR + 1, NP>), ...);
+    return;
+  }
+#endif
+  (void)avx2;
+  ((row[MR] = &MicroPortable<T, MR + 1, NP>), ...);
+}
+
+template <WeightType T>
+KernelTable MakeTable(bool avx2) {
+  KernelTable t;
+  FillRow<T, 1>(t.fn[0], avx2, std::make_integer_sequence<int, kMaxRowsPerTile>{});
+  FillRow<T, 2>(t.fn[1], avx2, std::make_integer_sequence<int, 3>{});
+  FillRow<T, 4>(t.fn[2], avx2, std::make_integer_sequence<int, 1>{});
+  return t;
+}
+
+std::atomic<bool> force_portable{false};  // ForcePortablePackedGemmForTesting
+
+bool UseAvx2() { return HaveAvx2Fma() && !force_portable.load(std::memory_order_relaxed); }
+
+template <bool kAvx2>
+const KernelTable& TableFor(WeightType type) {
+  static const KernelTable f32 = MakeTable<WeightType::kFloat32>(kAvx2);
+  static const KernelTable bf16 = MakeTable<WeightType::kBFloat16>(kAvx2);
+  static const KernelTable i8 = MakeTable<WeightType::kInt8>(kAvx2);
+  switch (type) {
+    case WeightType::kBFloat16: return bf16;
+    case WeightType::kInt8: return i8;
+    case WeightType::kFloat32: break;
+  }
+  return f32;
+}
+
+const KernelTable& TableFor(WeightType type) {
+  return UseAvx2() ? TableFor<true>(type) : TableFor<false>(type);
+}
+
+// Panels per tile for a block of mc rows: few rows read several panels at
+// once, so the kernel has enough independent accumulators (8-12 registers).
+int32_t PanelsPerTile(int32_t mc) { return mc == 1 ? 4 : mc <= 3 ? 2 : 1; }
+int32_t NpIndex(int32_t np) { return np == 4 ? 2 : np == 2 ? 1 : 0; }
+
+// Panels [p_begin, p_end) of out for all n rows.
+void GemmPanels(const float* x, int32_t n, const PackedMatrix& w, int32_t p_begin, int32_t p_end,
+                float* out) {
+  const KernelTable& table = TableFor(w.type());
+  const int32_t K = w.cols(), R = w.rows();
+  const int64_t panel_bytes = w.panel_bytes();
+  const int64_t k_step = int64_t{kP} * WeightTypeBytes(w.type());
+  const float* scales = w.type() == WeightType::kInt8 ? w.scales() : nullptr;
+  alignas(64) float tile[kMaxRowsPerTile * kMaxPanelsPerTile * kP];
+  for (int32_t m0 = 0; m0 < n; m0 += kMc) {
+    const int32_t mc = std::min(kMc, n - m0);
+    const int32_t np_tile = PanelsPerTile(mc);
+    const int32_t mr_tile = np_tile == 1 ? kMaxRowsPerTile : mc;
+    // One row tile reads each panel once: no reuse to keep in L1, so no k-slices.
+    const int32_t kc_max = mc <= mr_tile ? K : kKc;
+    for (int32_t p = p_begin; p < p_end;) {
+      const int32_t np = p_end - p >= np_tile ? np_tile : 1;
+      for (int32_t k0 = 0; k0 < K; k0 += kc_max) {
+        const int32_t kc = std::min(kc_max, K - k0);
+        for (int32_t m = 0; m < mc; m += mr_tile) {
+          const int32_t mr = std::min(mr_tile, mc - m);
+          const float* xm = x + int64_t{m0 + m} * K + k0;
+          table.fn[NpIndex(np)][mr - 1](xm, K, w.panel(p) + k0 * k_step, panel_bytes, kc, tile);
+          // Epilogue: scale (int8) and store or accumulate the valid columns.
+          const int32_t c0 = p * kP, cols = std::min(np * kP, R - c0);
+          for (int32_t i = 0; i < mr; ++i) {
+            float* o = out + int64_t{m0 + m + i} * R + c0;
+            const float* t = tile + i * np * kP;
+            if (scales != nullptr) {
+              for (int32_t j = 0; j < cols; ++j) {
+                const float v = t[j] * scales[c0 + j];
+                o[j] = k0 == 0 ? v : o[j] + v;
+              }
+            } else if (k0 == 0) {
+              std::memcpy(o, t, sizeof(float) * cols);
+            } else {
+              for (int32_t j = 0; j < cols; ++j) o[j] += t[j];
+            }
+          }
+        }
+      }
+      p += np;
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view WeightTypeName(WeightType type) {
+  switch (type) {
+    case WeightType::kBFloat16: return "bfloat16";
+    case WeightType::kInt8: return "int8";
+    case WeightType::kFloat32: break;
+  }
+  return "float32";
+}
+
+int32_t WeightTypeBytes(WeightType type) {
+  switch (type) {
+    case WeightType::kBFloat16: return 2;
+    case WeightType::kInt8: return 1;
+    case WeightType::kFloat32: break;
+  }
+  return 4;
+}
+
+void PackedMatrix::FreeAligned::operator()(uint8_t* p) const { std::free(p); }
+
+PackedMatrix PackedMatrix::Pack(const float* w, int32_t rows, int32_t cols, WeightType type) {
+  PackedMatrix m;
+  m.rows_ = rows;
+  m.cols_ = cols;
+  m.type_ = type;
+  const int32_t panels = m.num_panels();
+  const int64_t bytes = int64_t{panels} * m.panel_bytes();
+  m.data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+  std::memset(m.data_.get(), 0, bytes);
+  if (type == WeightType::kInt8) {
+    m.scales_.assign(size_t(panels) * kP, 0.0f);
+    for (int32_t r = 0; r < rows; ++r) {
+      float max_abs = 0;
+      for (int32_t k = 0; k < cols; ++k) max_abs = std::max(max_abs, std::fabs(w[int64_t{r} * cols + k]));
+      m.scales_[r] = max_abs / 127.0f;
+    }
+  }
+  for (int32_t p = 0; p < panels; ++p) {
+    uint8_t* panel = m.data_.get() + int64_t{p} * m.panel_bytes();
+    const int32_t valid = std::min(kP, rows - p * kP);
+    for (int32_t j = 0; j < valid; ++j) {
+      const int32_t r = p * kP + j;
+      const float* src = w + int64_t{r} * cols;
+      const float inv = type == WeightType::kInt8 && m.scales_[r] > 0 ? 1.0f / m.scales_[r] : 0.0f;
+      for (int32_t k = 0; k < cols; ++k) {
+        uint8_t* at = panel + int64_t{k} * kP * WeightTypeBytes(type);
+        switch (type) {
+          case WeightType::kFloat32:
+            std::memcpy(at + 4 * j, &src[k], 4);
+            break;
+          case WeightType::kBFloat16: {
+            const uint16_t h = ToBf16(src[k]);
+            std::memcpy(at + 2 * Bf16Slot(j), &h, 2);
+            break;
+          }
+          case WeightType::kInt8:
+            at[j] = static_cast<uint8_t>(static_cast<int8_t>(
+                std::clamp(std::nearbyint(src[k] * inv), -127.0f, 127.0f)));
+            break;
+        }
+      }
+    }
+  }
+  return m;
+}
+
+int64_t PackedMatrix::bytes() const {
+  return int64_t{num_panels()} * panel_bytes() + int64_t(scales_.size() * sizeof(float));
+}
+
+void PackedMatrix::Row(int32_t r, float* out) const {
+  const uint8_t* base = panel(r / kP);
+  const int32_t j = r % kP;
+  const int64_t step = int64_t{kP} * WeightTypeBytes(type_);
+  for (int32_t k = 0; k < cols_; ++k) {
+    const uint8_t* at = base + k * step;
+    switch (type_) {
+      case WeightType::kFloat32: out[k] = Weight<WeightType::kFloat32>(at, j); break;
+      case WeightType::kBFloat16: out[k] = Weight<WeightType::kBFloat16>(at, j); break;
+      case WeightType::kInt8: out[k] = Weight<WeightType::kInt8>(at, j) * scales_[r]; break;
+    }
+  }
+}
+
+void PackedGemm(const float* x, int32_t n, const PackedMatrix& w, float* out) {
+  if (n <= 0 || w.empty()) return;
+  const int32_t panels = w.num_panels();
+  const int32_t threads = std::min(KernelThreads(), panels);
+  if (threads <= 1 || double(n) * w.rows() * w.cols() < kMinParallelMacs) {
+    GemmPanels(x, n, w, 0, panels, out);
+    return;
+  }
+  // Contiguous panel ranges, one per thread: each weight byte is read by one
+  // thread only, and every thread reads all of x.
+  ParallelFor(threads, [&](int64_t t) {
+    const int32_t lo = static_cast<int32_t>(int64_t{panels} * t / threads);
+    const int32_t hi = static_cast<int32_t>(int64_t{panels} * (t + 1) / threads);
+    if (hi > lo) GemmPanels(x, n, w, lo, hi, out);
+  });
+}
+
+std::string_view PackedGemmIsa() { return UseAvx2() ? "avx2" : "portable"; }
+
+void ForcePortablePackedGemmForTesting(bool portable) { force_portable.store(portable); }
+
+}  // namespace folio::kernels::cpu

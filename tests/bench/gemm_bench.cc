@@ -1,0 +1,148 @@
+// The CPU linear layers' GEMM: PackedGemm (weights packed once, fp32 / bf16
+// / int8) against OpenBLAS sgemm on the row-major weights (what ModelRunner
+// called before), at decode and prefill row counts, and this machine's FLOP
+// peak and memory read bandwidth in the same run.
+//
+// Shapes (out features x in features) are the linear layers of the issue's
+// two benchmark models: the Llama-3-shaped 7.5M (hidden 512, 4/1 heads of
+// 128, intermediate 1536, vocab 1459) and the Llama-shaped 93M (hidden 1024,
+// 16/4 heads of 64, intermediate 2816, vocab 32000).
+// Counters: GFLOP/s (2·M·N·K per call) and weight GB/s (stored weight bytes
+// per call / time, G = 1e9: the figure of merit at decode, where every
+// weight byte is read once per step). Threads: the kernels' (OpenMP), with
+// OpenBLAS on the same count. Figures go to docs/performance.md.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/packed_gemm.h"
+#include "kernels/cpu/threads.h"
+
+namespace folio::kernels::cpu {
+namespace {
+
+struct Operands {
+  int32_t m, n, k;
+  std::vector<float> x, w, out;
+};
+
+Operands Make(const benchmark::State& state) {
+  Operands o{static_cast<int32_t>(state.range(0)), static_cast<int32_t>(state.range(1)),
+             static_cast<int32_t>(state.range(2)), {}, {}, {}};
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  o.x.resize(size_t(o.m) * o.k);
+  o.w.resize(size_t(o.n) * o.k);
+  for (float& v : o.x) v = dist(rng);
+  for (float& v : o.w) v = dist(rng);
+  o.out.resize(size_t(o.m) * o.n);
+  return o;
+}
+
+void SetCounters(benchmark::State& state, const Operands& o, double weight_bytes) {
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * o.m * o.n * o.k * iters / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(weight_bytes * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["threads"] = KernelThreads();
+}
+
+void BM_OpenBlas(benchmark::State& state) {
+  Operands o = Make(state);
+  openblas_set_num_threads(KernelThreads());
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, o.m, o.n, o.k, 1.0f, o.x.data(), o.k,
+                o.w.data(), o.k, 0.0f, o.out.data(), o.n);
+    benchmark::DoNotOptimize(o.out.data());
+  }
+  SetCounters(state, o, 4.0 * o.n * o.k);
+}
+
+template <WeightType T>
+void BM_Packed(benchmark::State& state) {
+  Operands o = Make(state);
+  const PackedMatrix w = PackedMatrix::Pack(o.w.data(), o.n, o.k, T);
+  for (auto _ : state) {
+    PackedGemm(o.x.data(), o.m, w, o.out.data());
+    benchmark::DoNotOptimize(o.out.data());
+  }
+  SetCounters(state, o, static_cast<double>(w.bytes()));
+}
+
+// rows x (out, in) for every layer shape of both models.
+void Shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "N", "K"});
+  const std::vector<std::pair<int32_t, int32_t>> layers = {
+      {768, 512}, {512, 512}, {3072, 512}, {512, 1536}, {1459, 512},             // 7.5M
+      {1536, 1024}, {1024, 1024}, {5632, 1024}, {1024, 2816}, {32000, 1024}};  // 93M
+  for (int32_t m : {1, 4, 16, 32, 256}) {
+    for (const auto& [n, k] : layers) b->Args({m, n, k});
+  }
+}
+
+BENCHMARK(BM_OpenBlas)->Apply(Shapes)->UseRealTime();
+BENCHMARK(BM_Packed<WeightType::kFloat32>)->Name("BM_PackedF32")->Apply(Shapes)->UseRealTime();
+BENCHMARK(BM_Packed<WeightType::kBFloat16>)->Name("BM_PackedBF16")->Apply(Shapes)->UseRealTime();
+BENCHMARK(BM_Packed<WeightType::kInt8>)->Name("BM_PackedInt8")->Apply(Shapes)->UseRealTime();
+
+// The machine's FLOP peak as OpenBLAS reaches it on a large square product.
+void BM_FlopPeak(benchmark::State& state) {
+  const int32_t n = static_cast<int32_t>(state.range(0));
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  openblas_set_num_threads(KernelThreads());
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
+                n, 0.0f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  state.counters["threads"] = KernelThreads();
+}
+BENCHMARK(BM_FlopPeak)->Arg(2048)->ArgName("n")->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Memory read bandwidth: a summing read of 1 GiB on the kernel threads,
+// four AVX2 accumulators (the loads, not the adds, are the limit).
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) float SumAvx2(const float* v, int64_t lo, int64_t hi) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = lo; i + 32 <= hi; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(v + i));
+    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(v + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(v + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(v + i + 24));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  float s = 0;
+  for (float x : lanes) s += x;
+  return s;
+}
+
+void BM_MemRead(benchmark::State& state) {
+  const int64_t n = int64_t{1} << 28;
+  std::vector<float> v(n, 1.0f);
+  const int64_t chunks = KernelThreads();
+  std::vector<float> sums(chunks);
+  for (auto _ : state) {
+    ParallelFor(chunks, [&](int64_t c) { sums[c] = SumAvx2(v.data(), n * c / chunks, n * (c + 1) / chunks); });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(4.0 * n * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MemRead)->UseRealTime()->Unit(benchmark::kMillisecond);
+#endif
+
+}  // namespace
+}  // namespace folio::kernels::cpu
+
+BENCHMARK_MAIN();
