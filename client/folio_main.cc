@@ -53,6 +53,9 @@ Engine:
   --max-num-batched-tokens N (2048)  --max-num-seqs N (256)
   --preemption-mode auto|recompute|swap   --no-prefix-caching
   --threads N         compute threads (0 = all cores; kernels and GEMMs share them)
+  --dtype auto|float32|bfloat16  how weights are stored (auto: the checkpoint's;
+                      compute and KV cache are float32 either way)
+  --quantization int8 weight-only int8, per output channel, computed at load
   --max-model-len N   prompt + output tokens (default: the model's, capped at the
                       KV cache's token slots; larger than those is an error)
 Output:
@@ -178,6 +181,14 @@ Flags Parse(int argc, char** argv) {
     else if (flag == "--max-model-len") e.max_model_len = Number<int32_t>(flag, value());
     else if (flag == "--no-prefix-caching") e.enable_prefix_caching = false;
     else if (flag == "--threads") e.num_threads = Number<int32_t>(flag, value());
+    else if (flag == "--dtype") {
+      absl::StatusOr<std::optional<DType>> d = ParseCpuDtype(value());
+      if (!d.ok()) Fail(std::string(d.status().message()));
+      e.dtype = *d;
+    } else if (flag == "--quantization") {
+      e.quantization = value();
+      if (absl::Status s = CheckCpuQuantization(e.quantization); !s.ok()) Fail(std::string(s.message()));
+    }
     else if (flag == "--preemption-mode") {
       absl::StatusOr<PreemptionMode> m = ParsePreemptionMode(value());
       if (!m.ok()) Fail(std::string(m.status().message()));

@@ -21,6 +21,8 @@ absl::StatusOr<std::unique_ptr<OfflineEngine>> OfflineEngine::Create(const Optio
   wo.num_host_blocks = options.num_host_blocks;
   wo.seed = options.seed;
   wo.num_threads = options.num_threads;
+  wo.dtype = options.dtype;
+  wo.quantization = options.quantization;
   absl::StatusOr<std::unique_ptr<CpuWorker>> worker = CpuWorker::Create(wo);
   if (!worker.ok()) return worker.status();
 

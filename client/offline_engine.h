@@ -35,6 +35,8 @@ class OfflineEngine {
     PreemptionMode preemption_mode = PreemptionMode::kAuto;
     uint64_t seed = 0;
     int32_t num_threads = 0;  // compute threads (CpuWorker::Options); 0 = all cores
+    std::optional<DType> dtype;  // stored weight type (CpuWorker::Options); nullopt = auto
+    std::string quantization;    // "" or "int8" (CpuWorker::Options)
     bool check_invariants = false;
   };
 

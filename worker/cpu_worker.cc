@@ -49,10 +49,7 @@ absl::StatusOr<std::unique_ptr<CpuWorker>> CpuWorker::Load(const Options& option
   if (options.communicator == nullptr && options.shard.world_size > 1) {
     return absl::InvalidArgumentError("tensor parallelism needs a communicator");
   }
-  if (!options.quantization.empty() && options.quantization != "int8") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "quantization '", options.quantization, "': the CPU worker knows \"int8\" (or none)"));
-  }
+  if (absl::Status s = CheckCpuQuantization(options.quantization); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<ModelWeights>> weights =
       ModelWeights::Load(options.model_dir, options.shard);
   if (!weights.ok()) return weights.status();

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace folio {
 namespace {
 
@@ -58,6 +60,25 @@ WeightType CpuWeightType(std::optional<DType> dtype, DType checkpoint_dtype,
   if (int8_quantization) return WeightType::kInt8;
   return dtype.value_or(checkpoint_dtype) == DType::kBF16 ? WeightType::kBFloat16
                                                           : WeightType::kFloat32;
+}
+
+absl::StatusOr<std::optional<DType>> ParseCpuDtype(const std::string& name) {
+  if (name.empty() || name == "auto") return std::optional<DType>();
+  if (name == "float32" || name == "float" || name == "f32") return std::optional<DType>(DType::kF32);
+  if (name == "bfloat16" || name == "bf16") return std::optional<DType>(DType::kBF16);
+  if (name == "float16" || name == "half" || name == "f16") {
+    return absl::InvalidArgumentError(
+        "--dtype float16: the CPU worker stores weights as float32 or bfloat16 (auto computes "
+        "an fp16 checkpoint in float32)");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--dtype '", name, "': expected auto, float32 or bfloat16"));
+}
+
+absl::Status CheckCpuQuantization(const std::string& name) {
+  if (name.empty() || name == "int8") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--quantization '", name, "': expected int8 (weight-only, per output channel)"));
 }
 
 }  // namespace folio

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,6 +44,15 @@ struct PackedWeights {
 // value exactly); fp32 stays fp32.
 kernels::cpu::WeightType CpuWeightType(std::optional<DType> dtype, DType checkpoint_dtype,
                                        bool int8_quantization);
+
+// vLLM's --dtype spellings for the CPU worker: "auto" or "" (nullopt: the
+// checkpoint's), "float32" / "float" / "f32", "bfloat16" / "bf16". Anything
+// else (float16 included: no fp16 kernels on the CPU) is INVALID_ARGUMENT
+// naming the flag.
+absl::StatusOr<std::optional<DType>> ParseCpuDtype(const std::string& name);
+
+// --quantization: "" (none) or "int8"; anything else is INVALID_ARGUMENT.
+absl::Status CheckCpuQuantization(const std::string& name);
 
 }  // namespace folio
 

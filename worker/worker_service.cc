@@ -69,11 +69,17 @@ grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
     done(State::kNew);
     return ToGrpc(device.status());
   }
-  if (!device->is_cuda() && request->dtype() != v1::DTYPE_UNSPECIFIED &&
-      request->dtype() != v1::DTYPE_FLOAT32) {
+  if (!device->is_cuda() && request->dtype() == v1::DTYPE_FLOAT16) {
     done(State::kNew);
     return {grpc::StatusCode::INVALID_ARGUMENT,
-            "the CPU worker computes and caches in float32 (dtype UNSPECIFIED or FLOAT32)"};
+            "InitializeRequest.dtype FLOAT16: the CPU worker stores weights as float32 or bfloat16 "
+            "(UNSPECIFIED computes an fp16 checkpoint in float32)"};
+  }
+  if (device->is_cuda() && !request->quantization().empty()) {
+    done(State::kNew);
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat("InitializeRequest.quantization \"", request->quantization(),
+                         "\": weight-only quantization runs on the CPU worker only")};
   }
   if (device->is_cuda() && !options_.cuda_loader) {
     done(State::kNew);
@@ -146,6 +152,12 @@ absl::StatusOr<std::unique_ptr<CpuWorker>> WorkerService::LoadCpuWorker(
                           : DefaultKvCacheBytes(request.memory_utilization(), world);
   wo.swap_space_bytes = static_cast<int64_t>(request.swap_space_bytes());
   wo.seed = options_.seed;
+  if (request.dtype() == v1::DTYPE_FLOAT32) wo.dtype = DType::kF32;
+  if (request.dtype() == v1::DTYPE_BFLOAT16) wo.dtype = DType::kBF16;
+  wo.quantization = request.quantization();
+  if (absl::Status s = CheckCpuQuantization(wo.quantization); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("InitializeRequest.quantization: ", s.message()));
+  }
 
   // Join the group first (all ranks wait for each other here), then load.
   if (world > 1) {

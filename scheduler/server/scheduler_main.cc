@@ -66,6 +66,7 @@ struct Settings {
   int64_t tensor_parallel_size = 1;
   std::string device = "cpu";
   std::string dtype;
+  std::string quantization;
   int64_t block_size = 16;
   int64_t kv_cache_mb = -1;  // -1: 256 on the cpu, 0 (profile) on cuda
   double gpu_memory_utilization = 0.9;
@@ -125,18 +126,32 @@ class HealthStatus {
 
 // --dtype: what the workers can compute in on `device`. Checked before any
 // server starts, so a typo is not silently served in the default dtype.
+// On the cpu, bfloat16 means bf16 weights (compute and KV cache stay fp32).
 absl::StatusOr<v1::DType> ParseDType(const std::string& name, bool on_cuda) {
-  if (name.empty()) return v1::DTYPE_UNSPECIFIED;
-  if (name == "float32" || name == "f32") return v1::DTYPE_FLOAT32;
-  if (name == "bfloat16" || name == "bf16") {
-    if (on_cuda) return v1::DTYPE_BFLOAT16;
+  if (name.empty() || name == "auto") return v1::DTYPE_UNSPECIFIED;
+  if (name == "float32" || name == "float" || name == "f32") return v1::DTYPE_FLOAT32;
+  if (name == "bfloat16" || name == "bf16") return v1::DTYPE_BFLOAT16;
+  if (!on_cuda && (name == "float16" || name == "half" || name == "f16")) {
     return absl::InvalidArgumentError(
-        "--dtype bfloat16: the cpu worker computes and caches in float32 (use float32 or "
-        "leave --dtype empty, or --device cuda)");
+        "--dtype float16: the cpu worker stores weights as float32 or bfloat16 (auto computes "
+        "an fp16 checkpoint in float32)");
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--dtype '", name, "': expected float32", on_cuda ? " or bfloat16" : "",
-      " (empty: float32 on the cpu, bfloat16 on cuda)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--dtype '", name, "': expected auto, float32 or bfloat16"));
+}
+
+// --quantization: weight-only int8 is the cpu worker's.
+absl::Status CheckQuantization(const std::string& name, bool on_cuda) {
+  if (name.empty()) return absl::OkStatus();
+  if (name != "int8") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quantization '", name, "': expected int8 (weight-only, per output channel)"));
+  }
+  if (on_cuda) {
+    return absl::InvalidArgumentError(
+        "--quantization int8: weight-only int8 runs on the cpu worker only (--device cpu)");
+  }
+  return absl::OkStatus();
 }
 
 // Submits a one-token request and waits for it: proof that a real forward
@@ -191,7 +206,11 @@ int Run(int argc, char** argv) {
   flags.String("device", &s.device,
                "worker device: cpu, cuda (rank r on local device r % devices) or cuda:N");
   flags.String("dtype", &s.dtype,
-               "float32|bfloat16; empty = float32 on the cpu, bfloat16 on cuda");
+               "auto|float32|bfloat16: how the weights are stored; auto (or empty) = the "
+               "checkpoint's torch_dtype on the cpu (fp16 computes in float32; activations and "
+               "KV cache are float32), bfloat16 on cuda");
+  flags.String("quantization", &s.quantization,
+               "int8: weight-only int8 computed at load (symmetric, per output channel; cpu)");
   flags.Int("block-size", &s.block_size, "tokens per KV block (8, 16, 32)");
   flags.Int("kv-cache-mb", &s.kv_cache_mb,
             "KV cache memory per rank, MiB; 0 = from --gpu-memory-utilization (cuda: what a "
@@ -368,6 +387,7 @@ int Run(int argc, char** argv) {
   const bool on_cuda = s.device.rfind("cuda", 0) == 0;
   absl::StatusOr<v1::DType> dtype = ParseDType(s.dtype, on_cuda);
   if (!dtype.ok()) return fail(dtype.status());
+  if (absl::Status q = CheckQuantization(s.quantization, on_cuda); !q.ok()) return fail(q);
   const int32_t model_max_len = model->MaxModelLen();
   // A --max-model-len past the model's context fails here, before any worker
   // loads (the cache's own bound is checked once the workers report it).
@@ -546,6 +566,7 @@ int Run(int argc, char** argv) {
   init.set_model_path(s.model);
   init.set_model_name(s.model_name);  // empty: the workers use the directory's name too
   init.set_dtype(*dtype);
+  init.set_quantization(s.quantization);
   init.set_device(s.device);
   init.set_block_size(static_cast<uint32_t>(s.block_size));
   const int64_t kv_cache_mb = s.kv_cache_mb >= 0 ? s.kv_cache_mb : on_cuda ? 0 : 256;

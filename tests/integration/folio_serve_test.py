@@ -126,10 +126,12 @@ class FolioServeTest(unittest.TestCase):
     def test_bad_dtype_stops_the_scheduler_before_it_listens(self):
         scheduler = os.path.join(BIN_DIR, "folio-scheduler")
         cases = [
-            (["--dtype", "fp16"], "--dtype 'fp16': expected float32 (empty: float32 on the cpu"),
-            (["--dtype", "float16"], "--dtype 'float16': expected float32"),
-            (["--dtype", "bfloat16"], "--dtype bfloat16: the cpu worker computes and caches in "
-                                      "float32"),
+            (["--dtype", "fp16"], "--dtype 'fp16': expected auto, float32 or bfloat16"),
+            (["--dtype", "float16"], "--dtype float16: the cpu worker stores weights as float32 "
+                                     "or bfloat16"),
+            (["--quantization", "fp8"], "--quantization 'fp8': expected int8"),
+            (["--quantization", "int8", "--device", "cuda"],
+             "--quantization int8: weight-only int8 runs on the cpu worker only"),
         ]
         for flags, message in cases:
             with self.subTest(flags=flags):
