@@ -45,8 +45,9 @@ constexpr int32_t Bf16Slot(int32_t j) { return j < 8 ? (j < 4 ? j : j + 4) : (j 
 
 // One row tile x one panel group: tile[m][p * 16 + j] = the k-slice's sum.
 // w points at the first panel's k-slice; panels are panel_bytes apart.
+// prefetch_bytes: how far ahead in each panel to prefetch (0: not at all).
 using MicroFn = void (*)(const float* x, int64_t ldx, const uint8_t* w, int64_t panel_bytes,
-                         int32_t kc, float* tile);
+                         int32_t kc, int64_t prefetch_bytes, float* tile);
 
 template <WeightType T>
 constexpr int32_t kBytes = T == WeightType::kFloat32 ? 4 : T == WeightType::kBFloat16 ? 2 : 1;
@@ -70,7 +71,7 @@ inline float Weight(const uint8_t* at_k, int32_t j) {
 
 template <WeightType T, int MR, int NP>
 void MicroPortable(const float* x, int64_t ldx, const uint8_t* w, int64_t panel_bytes, int32_t kc,
-                   float* tile) {
+                   int64_t /*prefetch_bytes*/, float* tile) {
   float acc[MR][NP * kP] = {};
   for (int32_t k = 0; k < kc; ++k) {
     for (int p = 0; p < NP; ++p) {
@@ -109,7 +110,7 @@ FOLIO_AVX2_FMA inline __attribute__((always_inline)) void Load16(const uint8_t* 
 
 template <WeightType T, int MR, int NP>
 FOLIO_AVX2_FMA void MicroAvx2(const float* x, int64_t ldx, const uint8_t* w, int64_t panel_bytes,
-                              int32_t kc, float* tile) {
+                              int32_t kc, int64_t prefetch_bytes, float* tile) {
   __m256 acc[MR][NP][2];
 #pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
@@ -120,7 +121,14 @@ FOLIO_AVX2_FMA void MicroAvx2(const float* x, int64_t ldx, const uint8_t* w, int
   for (int32_t k = 0; k < kc; ++k) {
     __m256 lo[NP], hi[NP];
 #pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p) Load16<T>(w + p * panel_bytes + k * kStep, lo[p], hi[p]);
+    for (int p = 0; p < NP; ++p) {
+      const uint8_t* at = w + p * panel_bytes + k * kStep;
+      // One line per 64 bytes of panel: every k for fp32, every 2nd / 4th for bf16 / int8.
+      if (prefetch_bytes != 0 && (k * kStep) % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(at + prefetch_bytes), _MM_HINT_T0);
+      }
+      Load16<T>(at, lo[p], hi[p]);
+    }
 #pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       const __m256 xv = _mm256_broadcast_ss(x + m * ldx + k);
@@ -225,7 +233,12 @@ void GemmPanels(const float* x, int32_t n, const PackedMatrix& w, int32_t p_begi
         for (int32_t m = 0; m < mc; m += mr_tile) {
           const int32_t mr = std::min(mr_tile, mc - m);
           const float* xm = x + int64_t{m0 + m} * K + k0;
-          table.fn[NpIndex(np)][mr - 1](xm, K, w.panel(p) + k0 * k_step, panel_bytes, kc, tile);
+          // The first row tile of a k-slice pulls the next slice of its
+          // panels in while it computes (the others find this one in L1);
+          // a whole-panel pass prefetches 1 KiB ahead.
+          const int64_t prefetch = m != 0 ? 0 : kc == K ? 1024 : int64_t{kc} * k_step;
+          table.fn[NpIndex(np)][mr - 1](xm, K, w.panel(p) + k0 * k_step, panel_bytes, kc,
+                                        prefetch, tile);
           // Epilogue: scale (int8) and store or accumulate the valid columns.
           const int32_t c0 = p * kP, cols = std::min(np * kP, R - c0);
           for (int32_t i = 0; i < mr; ++i) {
