@@ -149,6 +149,45 @@ FOLIO_AVX2_FMA void MicroAvx2(const float* x, int64_t ldx, const uint8_t* w, int
   }
 }
 
+// One row, one panel: the panel is read front to back as a single stream
+// (what the hardware prefetcher follows best), with four k-steps in flight
+// on separate accumulators so the FMA latency does not serialize them.
+template <WeightType T>
+FOLIO_AVX2_FMA void RowAvx2(const float* x, int64_t /*ldx*/, const uint8_t* w,
+                            int64_t /*panel_bytes*/, int32_t kc, int64_t prefetch_bytes,
+                            float* tile) {
+  constexpr int64_t kStep = int64_t{kP} * kBytes<T>;
+  __m256 lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; ++u) lo[u] = hi[u] = _mm256_setzero_ps();
+  int32_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+    if (prefetch_bytes != 0) {
+#pragma GCC unroll 4
+      for (int64_t b = 0; b < 4 * kStep; b += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + k * kStep + b + prefetch_bytes), _MM_HINT_T0);
+      }
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      __m256 a, b;
+      Load16<T>(w + (k + u) * kStep, a, b);
+      const __m256 xv = _mm256_broadcast_ss(x + k + u);
+      lo[u] = _mm256_fmadd_ps(xv, a, lo[u]);
+      hi[u] = _mm256_fmadd_ps(xv, b, hi[u]);
+    }
+  }
+  for (; k < kc; ++k) {
+    __m256 a, b;
+    Load16<T>(w + k * kStep, a, b);
+    const __m256 xv = _mm256_broadcast_ss(x + k);
+    lo[0] = _mm256_fmadd_ps(xv, a, lo[0]);
+    hi[0] = _mm256_fmadd_ps(xv, b, hi[0]);
+  }
+  _mm256_storeu_ps(tile, _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3])));
+  _mm256_storeu_ps(tile + 8, _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3])));
+}
+
 bool HaveAvx2Fma() {
   static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return have;
@@ -169,6 +208,7 @@ void FillRow(std::array<MicroFn, kMaxRowsPerTile>& row, bool avx2,
 #ifdef FOLIO_PACKED_GEMM_AVX2
   if (avx2) {
     ((row[MR] = &MicroAvx2<T, MR + 1, NP>), ...);
+    if constexpr (NP == 1) row[0] = &RowAvx2<T>;
     return;
   }
 #endif
@@ -208,7 +248,7 @@ const KernelTable& TableFor(WeightType type) {
 
 // Panels per tile for a block of mc rows: few rows read several panels at
 // once, so the kernel has enough independent accumulators (8-12 registers).
-int32_t PanelsPerTile(int32_t mc) { return mc == 1 ? 4 : mc <= 3 ? 2 : 1; }
+int32_t PanelsPerTile(int32_t mc) { return mc == 1 ? 1 : mc <= 3 ? 2 : 1; }
 int32_t NpIndex(int32_t np) { return np == 4 ? 2 : np == 2 ? 1 : 0; }
 
 // Panels [p_begin, p_end) of out for all n rows.

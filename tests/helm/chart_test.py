@@ -220,6 +220,14 @@ class DefaultValues(unittest.TestCase):
             self.assertRegex(k, r"^FOLIO_[A-Z0-9_]+$")
             self.assertIsInstance(v, str)
 
+    def test_weight_storage_flags(self):
+        self.assertNotIn("FOLIO_DTYPE", self.cm["data"])
+        self.assertNotIn("FOLIO_QUANTIZATION", self.cm["data"])
+        objs = render("--set", "engine.dtype=bfloat16", "--set", "engine.quantization=int8")
+        d = objs[("ConfigMap", f"{RELEASE}-folio-engine")]["data"]
+        self.assertEqual(d["FOLIO_DTYPE"], "bfloat16")
+        self.assertEqual(d["FOLIO_QUANTIZATION"], "int8")
+
     def test_network_policy_selects_workers(self):
         np = one(self.objs, "NetworkPolicy", "worker")
         worker_labels = self.sts["spec"]["template"]["metadata"]["labels"]
@@ -1307,7 +1315,8 @@ class SchemaRejects(unittest.TestCase):
         ["--set", "engine.device=tpu"],
         ["--set", "engine.dtype=float16"],  # no worker computes in float16
         ["--set", "engine.device=cuda", "--set", "engine.dtype=float16"],
-        ["--set", "engine.dtype=bfloat16"],  # the CPU workers compute in float32
+        ["--set", "engine.quantization=fp8"],
+        ["--set", "engine.device=cuda", "--set", "engine.quantization=int8"],  # cpu only
         ["--set", "engine.blockSize=12"],
         ["--set", "engine.kvCacheMb=-2"],
         ["--set", "engine.gpuMemoryUtilization=0"],
