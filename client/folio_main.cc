@@ -3,6 +3,7 @@
 // bench) come with the cluster.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -60,6 +61,7 @@ Engine:
                       KV cache's token slots; larger than those is an error)
 Output:
   --json              one JSON object per request (ids, log-probs, finish reasons)
+  --timing            on stderr: load time, tokens, ms per output token, tokens/s
 
 Exit status: 0 when every request was served, 1 when some failed (each is
 still printed, with its error), 2 for bad flags or a model that cannot load.
@@ -94,6 +96,7 @@ struct Flags {
   std::optional<std::string> prompt;
   std::string prompts_file;
   bool json = false;
+  bool timing = false;
   std::string generation_config = "auto";
   std::optional<int32_t> truncate_prompt_tokens;
   std::vector<std::string> bad_words;
@@ -140,6 +143,7 @@ Flags Parse(int argc, char** argv) {
     else if (flag == "--prompt") f.prompt = value();
     else if (flag == "--prompts-file") f.prompts_file = value();
     else if (flag == "--json") f.json = true;
+    else if (flag == "--timing") f.timing = true;
     else if (flag == "--generation-config") f.generation_config = value();
     else if (flag == "--max-tokens") s.max_tokens = Number<int32_t>(flag, value());
     else if (flag == "--temperature") s.temperature = Number<float>(flag, value());
@@ -268,16 +272,39 @@ std::vector<OfflineEngine::Request> ReadPrompts(const Flags& f) {
   return out;
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 int Run(int argc, char** argv) {
   const Flags f = Parse(argc, argv);
   const std::vector<OfflineEngine::Request> requests = ReadPrompts(f);
+  const auto load_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<OfflineEngine>> engine = OfflineEngine::Create(f.engine);
+  const double load_s = SecondsSince(load_start);
   if (!engine.ok()) Fail(std::string(engine.status().message()));
   if (!(*engine)->max_model_len_note().empty()) {
     std::fprintf(stderr, "folio run: %s\n", (*engine)->max_model_len_note().c_str());
   }
+  const auto generate_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<OfflineEngine::Result>> results = (*engine)->Generate(requests);
+  const double generate_s = SecondsSince(generate_start);
   if (!results.ok()) Fail(std::string(results.status().message()));
+  if (f.timing) {
+    // llama.cpp's "eval time" line, in spirit: what a run cost, per output token.
+    int64_t prompt_tokens = 0, output_tokens = 0;
+    for (const OfflineEngine::Result& r : *results) {
+      prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size());
+      for (const OfflineEngine::Sequence& s : r.sequences) output_tokens += s.token_ids.size();
+    }
+    std::fprintf(stderr,
+                 "folio run: load %.3f s; %zu request(s), %lld prompt + %lld output tokens in "
+                 "%.3f s: %.3f ms per output token, %.1f output tokens/s\n",
+                 load_s, results->size(), static_cast<long long>(prompt_tokens),
+                 static_cast<long long>(output_tokens), generate_s,
+                 output_tokens > 0 ? 1e3 * generate_s / output_tokens : 0.0,
+                 generate_s > 0 ? output_tokens / generate_s : 0.0);
+  }
   bool any_failed = false;
   for (size_t i = 0; i < results->size(); ++i) {
     const OfflineEngine::Result& r = (*results)[i];

@@ -367,6 +367,10 @@ TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
        "/nonexistent/prompts.jsonl"},
       {{"frobnicate"}, "frobnicate"},
       {{"run", "--model", kDemoDir, "--prompt", ""}, "--prompt is empty"},
+      {{"run", "--model", kDemoDir, "--prompt", "Hi", "--dtype", "float16"}, "--dtype float16"},
+      {{"run", "--model", kDemoDir, "--prompt", "Hi", "--dtype", "int4"}, "--dtype 'int4'"},
+      {{"run", "--model", kDemoDir, "--prompt", "Hi", "--quantization", "fp8"},
+       "--quantization 'fp8'"},
       // 10 blocks of 16 hold 160 tokens: a longer max_model_len could never finish.
       {{"run", "--model", kDemoDir, "--prompt", "Hi", "--num-device-blocks", "10",
         "--max-model-len", "161"},
@@ -387,6 +391,22 @@ TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
   const RunResult help = Folio({"run", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--prompts-file"));
+}
+
+// --timing reports the run's figures on stderr; stdout keeps only the text.
+// int8 weights serve the same prompt too.
+TEST(FolioRunTest, TimingLineCountsTheTokens) {
+  for (const std::string quantization : {"", "int8"}) {
+    std::vector<std::string> args = {"run", "--model", kDemoDir, "--prompt", "Hi", "--max-tokens",
+                                     "9", "--ignore-eos", "--temperature", "0", "--timing"};
+    if (!quantization.empty()) args.insert(args.end(), {"--quantization", quantization});
+    const RunResult r = Folio(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("1 request(s), "));
+    EXPECT_THAT(r.err, HasSubstr(" + 9 output tokens in "));
+    EXPECT_THAT(r.err, HasSubstr(" ms per output token"));
+    EXPECT_THAT(r.out, Not(HasSubstr("ms per output token")));
+  }
 }
 
 // The model allows 512 tokens, 10 blocks hold 160: max_model_len is capped
