@@ -51,7 +51,7 @@ int BadFlag(const std::string& message) {
 
 int BenchMain(int argc, char** argv) {
   std::string backend_name = "grpc", address, api_key, dataset = "random", request_rate = "inf",
-              json_path;
+              json_path, slo_text;
   int64_t num_prompts = 1000, max_concurrency = 0, input_len = 1024, output_len = 128, seed = 0,
           vocab_size = 0;
   double timeout_s = 600;
@@ -71,6 +71,9 @@ int BenchMain(int argc, char** argv) {
   flags.Int("vocab-size", &vocab_size, "random token ids are below this minus 2 (0 = ask the server)");
   flags.Double("timeout-s", &timeout_s, "deadline of each request");
   flags.String("json", &json_path, "write the summary and per-request timings to this file");
+  flags.String("slo", &slo_text,
+               "goodput objectives in ms, e.g. ttft=500,tpot=50 (ttft, tpot, e2el): requests/s "
+               "meeting all of them");
   for (int i = 0; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::printf("%s%s", kUsage, flags.Help().c_str());
@@ -79,6 +82,12 @@ int BenchMain(int argc, char** argv) {
   }
   if (absl::Status s = flags.Parse(argc, argv, 0); !s.ok()) return BadFlag(std::string(s.message()));
   if (!flags.positional().empty()) return BadFlag("unexpected argument '" + flags.positional()[0] + "'");
+  std::optional<bench::Slo> slo;
+  if (!slo_text.empty()) {
+    absl::StatusOr<bench::Slo> parsed = bench::ParseSlo(slo_text);
+    if (!parsed.ok()) return BadFlag(std::string(parsed.status().message()));
+    slo = *parsed;
+  }
   if (backend_name != "grpc" && backend_name != "openai") {
     return BadFlag("--backend must be grpc or openai, got '" + backend_name + "'");
   }
@@ -155,7 +164,7 @@ int BenchMain(int argc, char** argv) {
   const double duration = std::chrono::duration<double>(Clock::now() - start).count();
   std::fputs("\n", stderr);
 
-  const bench::Summary summary = bench::Summarize(records, duration);
+  const bench::Summary summary = bench::Summarize(records, duration, slo);
   std::fputs(bench::FormatReport(summary).c_str(), stdout);
   int failures_shown = 0;
   for (const bench::RequestRecord& r : records) {

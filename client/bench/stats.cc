@@ -4,8 +4,10 @@
 #include <cmath>
 #include <numeric>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace folio::bench {
 
@@ -33,9 +35,42 @@ double Tpot(const RequestRecord& r) {
   return (r.e2e - r.ttft) / (r.output_tokens - 1);
 }
 
-Summary Summarize(const std::vector<RequestRecord>& records, double duration) {
+bool Slo::Met(const RequestRecord& r) const {
+  if (!r.success) return false;
+  if (ttft_ms && 1000 * r.ttft > *ttft_ms) return false;
+  if (tpot_ms && 1000 * Tpot(r) > *tpot_ms) return false;
+  if (e2el_ms && 1000 * r.e2e > *e2el_ms) return false;
+  return true;
+}
+
+absl::StatusOr<Slo> ParseSlo(const std::string& text) {
+  Slo slo;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    const std::vector<std::string> kv = absl::StrSplit(part, '=');
+    double ms = 0;
+    if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &ms) || !(ms > 0) || !std::isfinite(ms)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--slo: '", std::string(part), "' is not NAME=MILLISECONDS with a positive number"));
+    }
+    std::optional<double>* slot = kv[0] == "ttft" ? &slo.ttft_ms
+                                  : kv[0] == "tpot" ? &slo.tpot_ms
+                                  : kv[0] == "e2el" ? &slo.e2el_ms
+                                                    : nullptr;
+    if (slot == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--slo: unknown metric '", kv[0], "' (ttft, tpot or e2el)"));
+    }
+    *slot = ms;
+  }
+  if (slo.empty()) return absl::InvalidArgumentError("--slo: give at least one of ttft, tpot, e2el");
+  return slo;
+}
+
+Summary Summarize(const std::vector<RequestRecord>& records, double duration,
+                  const std::optional<Slo>& slo) {
   Summary s;
   s.duration = duration;
+  s.slo = slo;
   std::vector<double> ttft, tpot, itl, e2e;
   for (const RequestRecord& r : records) {
     if (!r.success) {
@@ -43,6 +78,7 @@ Summary Summarize(const std::vector<RequestRecord>& records, double duration) {
       continue;
     }
     ++s.completed;
+    if (slo && slo->Met(r)) ++s.good;
     s.total_input_tokens += r.prompt_tokens;
     s.total_output_tokens += r.output_tokens;
     ttft.push_back(r.ttft);
@@ -52,6 +88,7 @@ Summary Summarize(const std::vector<RequestRecord>& records, double duration) {
   }
   if (duration > 0) {
     s.request_throughput = s.completed / duration;
+    s.request_goodput = s.good / duration;
     s.input_throughput = s.total_input_tokens / duration;
     s.output_throughput = s.total_output_tokens / duration;
     s.total_token_throughput = (s.total_input_tokens + s.total_output_tokens) / duration;
@@ -75,6 +112,7 @@ std::string FormatReport(const Summary& s) {
   line("Total input tokens:", absl::StrCat(s.total_input_tokens));
   line("Total generated tokens:", absl::StrCat(s.total_output_tokens));
   line("Request throughput (req/s):", fixed(s.request_throughput));
+  if (s.slo) line("Request goodput (req/s):", fixed(s.request_goodput));
   line("Input token throughput (tok/s):", fixed(s.input_throughput));
   line("Output token throughput (tok/s):", fixed(s.output_throughput));
   line("Total token throughput (tok/s):", fixed(s.total_token_throughput));
@@ -102,7 +140,7 @@ nlohmann::json ToJson(const Distribution& d) {
 }  // namespace
 
 nlohmann::json ToJson(const Summary& s) {
-  return {{"completed", s.completed},
+  nlohmann::json j = {{"completed", s.completed},
           {"failed", s.failed},
           {"duration_s", s.duration},
           {"total_input_tokens", s.total_input_tokens},
@@ -115,6 +153,16 @@ nlohmann::json ToJson(const Summary& s) {
           {"tpot_ms", ToJson(s.tpot)},
           {"itl_ms", ToJson(s.itl)},
           {"e2el_ms", ToJson(s.e2e)}};
+  if (s.slo) {
+    nlohmann::json slo = nlohmann::json::object();
+    if (s.slo->ttft_ms) slo["ttft_ms"] = *s.slo->ttft_ms;
+    if (s.slo->tpot_ms) slo["tpot_ms"] = *s.slo->tpot_ms;
+    if (s.slo->e2el_ms) slo["e2el_ms"] = *s.slo->e2el_ms;
+    j["slo"] = std::move(slo);
+    j["good_requests"] = s.good;
+    j["request_goodput"] = s.request_goodput;
+  }
+  return j;
 }
 
 nlohmann::json ToJson(const RequestRecord& r) {

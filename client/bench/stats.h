@@ -5,9 +5,11 @@
 // report prints (vLLM bench serve's figures).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
 namespace folio::bench {
@@ -34,8 +36,25 @@ struct Distribution {
   static Distribution Of(const std::vector<double>& seconds);
 };
 
+// Service-level objectives for goodput (DistServe's measure, vLLM's
+// --goodput): a request is good when it succeeded and meets every bound
+// given, in milliseconds.
+struct Slo {
+  std::optional<double> ttft_ms, tpot_ms, e2el_ms;
+  bool empty() const { return !ttft_ms && !tpot_ms && !e2el_ms; }
+  bool Met(const struct RequestRecord& r) const;
+};
+
+// "ttft=500,tpot=50" (any of ttft, tpot, e2el; positive milliseconds).
+// INVALID_ARGUMENT naming --slo and the bad part otherwise.
+absl::StatusOr<Slo> ParseSlo(const std::string& text);
+
 struct Summary {
   int32_t completed = 0, failed = 0;
+  // With an SLO: requests that met it, and their rate.
+  std::optional<Slo> slo;
+  int32_t good = 0;
+  double request_goodput = 0;
   double duration = 0;  // seconds, first send to last end
   int64_t total_input_tokens = 0, total_output_tokens = 0;
   double request_throughput = 0, input_throughput = 0, output_throughput = 0,
@@ -46,7 +65,8 @@ struct Summary {
 };
 
 // Successful requests only count toward the latencies and token totals.
-Summary Summarize(const std::vector<RequestRecord>& records, double duration);
+Summary Summarize(const std::vector<RequestRecord>& records, double duration,
+                  const std::optional<Slo>& slo = std::nullopt);
 
 // The time per output token of one request (0 with fewer than 2 tokens).
 double Tpot(const RequestRecord& r);

@@ -81,6 +81,43 @@ TEST(SummarizeTest, ReportAndJsonCarryTheFigures) {
   EXPECT_DOUBLE_EQ(j["ttft_ms"]["median"].get<double>(), 100);
 }
 
+TEST(SloTest, ParsesMillisecondsAndRefusesTheRest) {
+  absl::StatusOr<Slo> slo = ParseSlo("ttft=500,tpot=50");
+  ASSERT_TRUE(slo.ok()) << slo.status();
+  EXPECT_EQ(slo->ttft_ms, 500);
+  EXPECT_EQ(slo->tpot_ms, 50);
+  EXPECT_FALSE(slo->e2el_ms.has_value());
+  for (const char* bad : {"", "ttft", "ttft=", "ttft=-1", "ttft=0", "ttft=abc", "itl=5",
+                          "ttft=1=2", "ttft=inf"}) {
+    absl::StatusOr<Slo> s = ParseSlo(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find("--slo"), std::string::npos) << s.status();
+  }
+}
+
+TEST(SloTest, GoodputCountsRequestsMeetingEveryBound) {
+  RequestRecord failed;
+  failed.error = "boom";
+  // TTFT 100 / 300 / 100 ms; TPOT 100 / 100 / 25 ms.
+  const std::vector<RequestRecord> records = {Record(0.1, 0.5, 5), Record(0.3, 0.7, 5),
+                                              Record(0.1, 0.2, 5), failed};
+  const Summary none = Summarize(records, 2.0);
+  EXPECT_FALSE(none.slo.has_value());
+  EXPECT_EQ(FormatReport(none).find("goodput"), std::string::npos);
+  const Summary ttft = Summarize(records, 2.0, *ParseSlo("ttft=200"));
+  EXPECT_EQ(ttft.good, 2);
+  EXPECT_DOUBLE_EQ(ttft.request_goodput, 1.0);
+  const Summary both = Summarize(records, 2.0, *ParseSlo("ttft=200,tpot=50"));
+  EXPECT_EQ(both.good, 1);
+  EXPECT_NE(FormatReport(both).find("Request goodput (req/s):                 0.50"),
+            std::string::npos)
+      << FormatReport(both);
+  const nlohmann::json j = ToJson(both);
+  EXPECT_EQ(j["good_requests"], 1);
+  EXPECT_DOUBLE_EQ(j["slo"]["tpot_ms"].get<double>(), 50);
+  EXPECT_EQ(Summarize(records, 2.0, *ParseSlo("e2el=250")).good, 1);
+}
+
 TEST(WorkloadTest, RandomPromptsAreSeededAndAvoidTheTopIds) {
   WorkloadOptions o;
   o.num_prompts = 20;

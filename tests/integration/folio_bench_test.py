@@ -90,6 +90,18 @@ class FolioBenchTest(unittest.TestCase):
         self.assertEqual(sends, sorted(sends))
         self.assertGreater(sends[-1], 0)
 
+    def test_goodput_under_an_slo(self):
+        # A generous objective every request meets, and one none can (1 µs TTFT).
+        easy = self.run_bench("grpc", self.cluster.address, "--max-concurrency", "4",
+                              "--slo", "ttft=60000,tpot=60000")
+        self.assertEqual(easy["good_requests"], PROMPTS)
+        self.assertAlmostEqual(easy["request_goodput"], easy["request_throughput"])
+        self.assertEqual(easy["slo"], {"ttft_ms": 60000, "tpot_ms": 60000})
+        hard = self.run_bench("grpc", self.cluster.address, "--max-concurrency", "4",
+                              "--slo", "ttft=0.001")
+        self.assertEqual(hard["good_requests"], 0)
+        self.assertEqual(hard["request_goodput"], 0)
+
     def test_openai(self):
         address = f"127.0.0.1:{self.cluster.http_port}"
         # The HTTP API does not say its vocabulary size.
@@ -113,6 +125,8 @@ class FolioBenchTest(unittest.TestCase):
         for args, flag in ((["--request-rate", "fast"], "--request-rate"),
                            (["--backend", "carrier-pigeon"], "--backend"),
                            (["--num-prompts", "0"], "--num-prompts"),
+                           (["--slo", "ttft=fast"], "--slo"),
+                           (["--slo", "latency=5"], "--slo: unknown metric 'latency'"),
                            (["--bogus-flag", "1"], "bogus-flag")):
             r = bench("--address", self.cluster.address, *args)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
