@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #define FOLIO_PACKED_GEMM_AVX2 1
 #define FOLIO_AVX2_FMA __attribute__((target("avx2,fma")))
+#define FOLIO_AVX512 __attribute__((target("avx512f,fma")))
 #endif
 
 namespace folio::kernels::cpu {
@@ -26,7 +27,7 @@ constexpr int32_t kP = PackedMatrix::kPanelRows;
 // slice is 16 KiB and stays in L1 while every row tile of the block reads it).
 constexpr int32_t kMc = 96;
 constexpr int32_t kKc = 256;
-constexpr int32_t kMaxRowsPerTile = 6;
+constexpr int32_t kMaxRowsPerTile = 12;
 constexpr int32_t kMaxPanelsPerTile = 4;
 // Products smaller than this (multiply-adds) run on the calling thread.
 constexpr double kMinParallelMacs = 1 << 16;
@@ -188,52 +189,141 @@ FOLIO_AVX2_FMA void RowAvx2(const float* x, int64_t /*ldx*/, const uint8_t* w,
   _mm256_storeu_ps(tile + 8, _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3])));
 }
 
+// ---- AVX-512 kernels: 16 outputs per panel in one register, 32 registers ----
+
+template <WeightType T>
+FOLIO_AVX512 inline __attribute__((always_inline)) __m512 Load16x512(const uint8_t* p) {
+  if constexpr (T == WeightType::kFloat32) {
+    return _mm512_loadu_ps(p);
+  } else if constexpr (T == WeightType::kBFloat16) {
+    // Lanes come out in stored order; MicroAvx512 puts columns back at the end.
+    const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  } else {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+}
+
+template <WeightType T, int MR, int NP>
+FOLIO_AVX512 void MicroAvx512(const float* x, int64_t ldx, const uint8_t* w, int64_t panel_bytes,
+                              int32_t kc, int64_t prefetch_bytes, float* tile) {
+  __m512 acc[MR][NP];
+#pragma GCC unroll 12
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_setzero_ps();
+  }
+  constexpr int64_t kStep = int64_t{kP} * kBytes<T>;
+  for (int32_t k = 0; k < kc; ++k) {
+    __m512 wk[NP];
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) {
+      const uint8_t* at = w + p * panel_bytes + k * kStep;
+      if (prefetch_bytes != 0 && (k * kStep) % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(at + prefetch_bytes), _MM_HINT_T0);
+      }
+      wk[p] = Load16x512<T>(at);
+    }
+#pragma GCC unroll 12
+    for (int m = 0; m < MR; ++m) {
+      const __m512 xv = _mm512_set1_ps(x[m * ldx + k]);
+#pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) acc[m][p] = _mm512_fmadd_ps(xv, wk[p], acc[m][p]);
+    }
+  }
+  // bf16: lane s holds the column stored in slot s; column j sits in slot Bf16Slot(j).
+  const __m512i columns = _mm512_set_epi32(Bf16Slot(15), Bf16Slot(14), Bf16Slot(13), Bf16Slot(12),
+                                           Bf16Slot(11), Bf16Slot(10), Bf16Slot(9), Bf16Slot(8),
+                                           Bf16Slot(7), Bf16Slot(6), Bf16Slot(5), Bf16Slot(4),
+                                           Bf16Slot(3), Bf16Slot(2), Bf16Slot(1), Bf16Slot(0));
+#pragma GCC unroll 12
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) {
+      __m512 v = acc[m][p];
+      if constexpr (T == WeightType::kBFloat16) v = _mm512_permutexvar_ps(columns, v);
+      _mm512_storeu_ps(tile + (m * NP + p) * kP, v);
+    }
+  }
+}
+
 bool HaveAvx2Fma() {
   static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return have;
 }
+bool HaveAvx512() {
+  static const bool have = HaveAvx2Fma() && __builtin_cpu_supports("avx512f");
+  return have;
+}
 #else
 bool HaveAvx2Fma() { return false; }
+bool HaveAvx512() { return false; }
 #endif
 
-// kernels[np_index][mr - 1], np_index 0/1/2 = 1/2/4 panels; null where that
-// shape is not used (see TileShape).
+enum class Isa { kPortable, kAvx2, kAvx512 };
+
+// kernels[np_index][mr - 1], np_index 0/1/2 = 1/2/4 panels, for the tile
+// shapes TileShape picks on that instruction set (null elsewhere).
 struct KernelTable {
   std::array<std::array<MicroFn, kMaxRowsPerTile>, 3> fn{};
 };
 
-template <WeightType T, int NP, int... MR>
-void FillRow(std::array<MicroFn, kMaxRowsPerTile>& row, bool avx2,
-             std::integer_sequence<int, MR...>) {
+template <Isa I, WeightType T, int NP, int... MR>
+void FillRow(std::array<MicroFn, kMaxRowsPerTile>& row, std::integer_sequence<int, MR...>) {
 #ifdef FOLIO_PACKED_GEMM_AVX2
-  if (avx2) {
+  if constexpr (I == Isa::kAvx512) {
+    ((row[MR] = &MicroAvx512<T, MR + 1, NP>), ...);
+    return;
+  } else if constexpr (I == Isa::kAvx2) {
     ((row[MR] = &MicroAvx2<T, MR + 1, NP>), ...);
     if constexpr (NP == 1) row[0] = &RowAvx2<T>;
     return;
   }
 #endif
-  (void)avx2;
   ((row[MR] = &MicroPortable<T, MR + 1, NP>), ...);
 }
 
-template <WeightType T>
-KernelTable MakeTable(bool avx2) {
+template <Isa I, WeightType T>
+KernelTable MakeTable() {
   KernelTable t;
-  FillRow<T, 1>(t.fn[0], avx2, std::make_integer_sequence<int, kMaxRowsPerTile>{});
-  FillRow<T, 2>(t.fn[1], avx2, std::make_integer_sequence<int, 3>{});
-  FillRow<T, 4>(t.fn[2], avx2, std::make_integer_sequence<int, 1>{});
+  if constexpr (I == Isa::kAvx512) {
+    FillRow<I, T, 1>(t.fn[0], std::make_integer_sequence<int, 12>{});
+    FillRow<I, T, 2>(t.fn[1], std::make_integer_sequence<int, 12>{});
+    FillRow<I, T, 4>(t.fn[2], std::make_integer_sequence<int, 3>{});
+  } else {
+    FillRow<I, T, 1>(t.fn[0], std::make_integer_sequence<int, 6>{});
+    FillRow<I, T, 2>(t.fn[1], std::make_integer_sequence<int, 3>{});
+  }
   return t;
 }
 
-std::atomic<bool> force_portable{false};  // ForcePortablePackedGemmForTesting
+// Tile shape for a block of mc rows: enough independent accumulators to
+// hide the FMA latency (8-12 AVX2 registers, up to 24 of AVX-512's 32),
+// few rows reading several panels at once.
+struct TileShape {
+  int32_t panels, rows;
+};
+TileShape TileShapeFor(Isa isa, int32_t mc) {
+  if (isa == Isa::kAvx512) return mc <= 3 ? TileShape{4, mc} : TileShape{2, 12};
+  if (mc == 1) return {1, 1};
+  return mc <= 3 ? TileShape{2, mc} : TileShape{1, 6};
+}
+int32_t NpIndex(int32_t np) { return np == 4 ? 2 : np == 2 ? 1 : 0; }
 
-bool UseAvx2() { return HaveAvx2Fma() && !force_portable.load(std::memory_order_relaxed); }
+std::atomic<int> isa_cap{2};  // SetPackedGemmIsaForTesting: 0 portable, 1 avx2, 2 avx512
 
-template <bool kAvx2>
+Isa BestIsa() {
+  const int cap = isa_cap.load(std::memory_order_relaxed);
+  if (cap >= 2 && HaveAvx512()) return Isa::kAvx512;
+  if (cap >= 1 && HaveAvx2Fma()) return Isa::kAvx2;
+  return Isa::kPortable;
+}
+
+template <Isa I>
 const KernelTable& TableFor(WeightType type) {
-  static const KernelTable f32 = MakeTable<WeightType::kFloat32>(kAvx2);
-  static const KernelTable bf16 = MakeTable<WeightType::kBFloat16>(kAvx2);
-  static const KernelTable i8 = MakeTable<WeightType::kInt8>(kAvx2);
+  static const KernelTable f32 = MakeTable<I, WeightType::kFloat32>();
+  static const KernelTable bf16 = MakeTable<I, WeightType::kBFloat16>();
+  static const KernelTable i8 = MakeTable<I, WeightType::kInt8>();
   switch (type) {
     case WeightType::kBFloat16: return bf16;
     case WeightType::kInt8: return i8;
@@ -242,19 +332,20 @@ const KernelTable& TableFor(WeightType type) {
   return f32;
 }
 
-const KernelTable& TableFor(WeightType type) {
-  return UseAvx2() ? TableFor<true>(type) : TableFor<false>(type);
+const KernelTable& TableFor(Isa isa, WeightType type) {
+  switch (isa) {
+    case Isa::kAvx512: return TableFor<Isa::kAvx512>(type);
+    case Isa::kAvx2: return TableFor<Isa::kAvx2>(type);
+    case Isa::kPortable: break;
+  }
+  return TableFor<Isa::kPortable>(type);
 }
-
-// Panels per tile for a block of mc rows: few rows read several panels at
-// once, so the kernel has enough independent accumulators (8-12 registers).
-int32_t PanelsPerTile(int32_t mc) { return mc == 1 ? 1 : mc <= 3 ? 2 : 1; }
-int32_t NpIndex(int32_t np) { return np == 4 ? 2 : np == 2 ? 1 : 0; }
 
 // Panels [p_begin, p_end) of out for all n rows.
 void GemmPanels(const float* x, int32_t n, const PackedMatrix& w, int32_t p_begin, int32_t p_end,
                 float* out) {
-  const KernelTable& table = TableFor(w.type());
+  const Isa isa = BestIsa();
+  const KernelTable& table = TableFor(isa, w.type());
   const int32_t K = w.cols(), R = w.rows();
   const int64_t panel_bytes = w.panel_bytes();
   const int64_t k_step = int64_t{kP} * WeightTypeBytes(w.type());
@@ -262,8 +353,8 @@ void GemmPanels(const float* x, int32_t n, const PackedMatrix& w, int32_t p_begi
   alignas(64) float tile[kMaxRowsPerTile * kMaxPanelsPerTile * kP];
   for (int32_t m0 = 0; m0 < n; m0 += kMc) {
     const int32_t mc = std::min(kMc, n - m0);
-    const int32_t np_tile = PanelsPerTile(mc);
-    const int32_t mr_tile = np_tile == 1 ? kMaxRowsPerTile : mc;
+    const TileShape shape = TileShapeFor(isa, mc);
+    const int32_t np_tile = shape.panels, mr_tile = shape.rows;
     // One row tile reads each panel once: no reuse to keep in L1, so no k-slices.
     const int32_t kc_max = mc <= mr_tile ? K : kKc;
     for (int32_t p = p_begin; p < p_end;) {
@@ -405,8 +496,24 @@ void PackedGemm(const float* x, int32_t n, const PackedMatrix& w, float* out) {
   });
 }
 
-std::string_view PackedGemmIsa() { return UseAvx2() ? "avx2" : "portable"; }
+std::string_view PackedGemmIsa() {
+  switch (BestIsa()) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kPortable: break;
+  }
+  return "portable";
+}
 
-void ForcePortablePackedGemmForTesting(bool portable) { force_portable.store(portable); }
+std::vector<std::string> PackedGemmIsas() {
+  std::vector<std::string> out = {"portable"};
+  if (HaveAvx2Fma()) out.push_back("avx2");
+  if (HaveAvx512()) out.push_back("avx512");
+  return out;
+}
+
+void SetPackedGemmIsaForTesting(std::string_view isa) {
+  isa_cap.store(isa == "portable" ? 0 : isa == "avx2" ? 1 : 2);
+}
 
 }  // namespace folio::kernels::cpu

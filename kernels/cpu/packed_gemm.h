@@ -12,8 +12,8 @@
 // Layout: panels of kPanelRows = 16 output rows. Panel p holds, for every k
 // in [0, cols), the 16 values W[16p + j][k] (j = 0..15) next to each other,
 // the last panel zero-padded past `rows`. So the kernel reads each panel
-// front to back and one AVX2 register pair holds 16 outputs' weights at one
-// k. bf16 panels store each 16 in the order that two 16-bit unpacks widen
+// front to back and one AVX2 register pair (one AVX-512 register) holds 16
+// outputs' weights at one k. bf16 panels store each 16 in the order that two 16-bit unpacks widen
 // into columns 0-7 and 8-15; int8 panels keep one fp32 scale per output row
 // (symmetric, scale = max|W[r]| / 127), applied to the finished sums.
 //
@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -82,12 +83,15 @@ class PackedMatrix {
 // both row-major and dense; they must not overlap. n may be 0.
 void PackedGemm(const float* x, int32_t n, const PackedMatrix& w, float* out);
 
-// Which instruction set PackedGemm runs on this machine: "avx2" or
-// "portable" (any x86-64 or other CPU, same results up to rounding).
+// Which instruction set PackedGemm runs on this machine: "avx512", "avx2"
+// (with FMA) or "portable" (any CPU; the same sums up to rounding).
 std::string_view PackedGemmIsa();
+// Every instruction set this machine can run, "portable" first.
+std::vector<std::string> PackedGemmIsas();
 
-// Tests: run the portable kernels even where AVX2 is available.
-void ForcePortablePackedGemmForTesting(bool portable);
+// Tests: cap the instruction set ("portable", "avx2"; anything else: the
+// best available) for calls from now on.
+void SetPackedGemmIsaForTesting(std::string_view isa);
 
 }  // namespace folio::kernels::cpu
 

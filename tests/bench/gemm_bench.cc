@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/packed_gemm.h"
@@ -66,14 +67,17 @@ void BM_OpenBlas(benchmark::State& state) {
   SetCounters(state, o, 4.0 * o.n * o.k);
 }
 
-template <WeightType T>
-void BM_Packed(benchmark::State& state) {
+// isa: "best" (what the runner uses) or a cap ("avx2") for a same-run comparison.
+void BM_Packed(benchmark::State& state, WeightType type, const char* isa) {
   Operands o = Make(state);
-  const PackedMatrix w = PackedMatrix::Pack(o.w.data(), o.n, o.k, T);
+  const PackedMatrix w = PackedMatrix::Pack(o.w.data(), o.n, o.k, type);
+  SetPackedGemmIsaForTesting(isa);
   for (auto _ : state) {
     PackedGemm(o.x.data(), o.m, w, o.out.data());
     benchmark::DoNotOptimize(o.out.data());
   }
+  state.SetLabel(std::string(PackedGemmIsa()));
+  SetPackedGemmIsaForTesting("best");
   SetCounters(state, o, static_cast<double>(w.bytes()));
 }
 
@@ -89,9 +93,10 @@ void Shapes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_OpenBlas)->Apply(Shapes)->UseRealTime();
-BENCHMARK(BM_Packed<WeightType::kFloat32>)->Name("BM_PackedF32")->Apply(Shapes)->UseRealTime();
-BENCHMARK(BM_Packed<WeightType::kBFloat16>)->Name("BM_PackedBF16")->Apply(Shapes)->UseRealTime();
-BENCHMARK(BM_Packed<WeightType::kInt8>)->Name("BM_PackedInt8")->Apply(Shapes)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Packed, f32, WeightType::kFloat32, "best")->Apply(Shapes)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Packed, bf16, WeightType::kBFloat16, "best")->Apply(Shapes)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Packed, int8, WeightType::kInt8, "best")->Apply(Shapes)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Packed, f32_avx2, WeightType::kFloat32, "avx2")->Apply(Shapes)->UseRealTime();
 
 // The machine's FLOP peak as OpenBLAS reaches it on a large square product.
 void BM_FlopPeak(benchmark::State& state) {

@@ -1,5 +1,6 @@
 // PackedGemm against a naive double-precision product over the same stored
-// weights (PackedMatrix::Row), for every weight type, both instruction sets,
+// weights (PackedMatrix::Row), for every weight type, every instruction set
+// this machine runs (portable, AVX2, AVX-512),
 // and shapes that hit each tile kernel, partial panels, k-slices and row
 // blocks; plus what packing itself must keep (bf16 rounding, int8 error).
 #include "kernels/cpu/packed_gemm.h"
@@ -50,15 +51,16 @@ void Reference(const std::vector<float>& x, int32_t n, const PackedMatrix& w,
 
 using Shape = std::tuple<int32_t, int32_t, int32_t>;  // n, rows, cols
 
-class PackedGemmTest : public ::testing::TestWithParam<std::tuple<WeightType, bool, Shape>> {
+class PackedGemmTest : public ::testing::TestWithParam<std::tuple<WeightType, std::string, Shape>> {
  protected:
-  void TearDown() override { ForcePortablePackedGemmForTesting(false); }
+  void TearDown() override { SetPackedGemmIsaForTesting("best"); }
 };
 
 TEST_P(PackedGemmTest, MatchesNaiveProductOfTheStoredWeights) {
-  const auto [type, portable, shape] = GetParam();
+  const auto [type, isa, shape] = GetParam();
   const auto [n, rows, cols] = shape;
-  ForcePortablePackedGemmForTesting(portable);
+  SetPackedGemmIsaForTesting(isa);
+  ASSERT_EQ(PackedGemmIsa(), isa);
   const std::vector<float> w = RandomVector(size_t(rows) * cols, 7 + rows + cols);
   const std::vector<float> x = RandomVector(size_t(n) * cols, 11 + n);
   const PackedMatrix packed = PackedMatrix::Pack(w.data(), rows, cols, type);
@@ -81,27 +83,29 @@ TEST_P(PackedGemmTest, MatchesNaiveProductOfTheStoredWeights) {
 }
 
 std::string CaseName(const ::testing::TestParamInfo<PackedGemmTest::ParamType>& info) {
-  const auto [type, portable, shape] = info.param;
+  const auto [type, isa, shape] = info.param;
   const auto [n, rows, cols] = shape;
-  return std::string(WeightTypeName(type)) + (portable ? "_portable_" : "_") + std::to_string(n) +
-         "x" + std::to_string(rows) + "x" + std::to_string(cols);
+  return std::string(WeightTypeName(type)) + "_" + isa + "_" + std::to_string(n) + "x" +
+         std::to_string(rows) + "x" + std::to_string(cols);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, PackedGemmTest,
     ::testing::Combine(
         ::testing::Values(WeightType::kFloat32, WeightType::kBFloat16, WeightType::kInt8),
-        ::testing::Bool(),
+        ::testing::ValuesIn(PackedGemmIsas()),
         ::testing::Values(Shape{1, 16, 8}, Shape{1, 1, 1}, Shape{1, 100, 37}, Shape{2, 33, 64},
                           Shape{3, 64, 300}, Shape{4, 17, 5}, Shape{5, 48, 513}, Shape{6, 31, 256},
                           Shape{7, 80, 257}, Shape{13, 50, 600}, Shape{16, 64, 512},
                           Shape{32, 40, 100}, Shape{97, 23, 300}, Shape{200, 70, 70},
+                          Shape{12, 64, 40}, Shape{25, 100, 260}, Shape{2, 65, 10},
                           Shape{0, 16, 16})),
     CaseName);
 
 TEST(PackedGemm, AvailableIsaIsNamed) {
   const std::string isa(PackedGemmIsa());
-  EXPECT_TRUE(isa == "avx2" || isa == "portable") << isa;
+  EXPECT_TRUE(isa == "avx512" || isa == "avx2" || isa == "portable") << isa;
+  EXPECT_EQ(PackedGemmIsas().back(), isa);
 }
 
 TEST(PackedGemm, SameResultOnOneThreadAndOnAll) {
