@@ -47,6 +47,7 @@ run: build
 bench: build
 	$(BUILD_DIR)/bin/folio_bench_scheduler
 	$(BUILD_DIR)/bin/folio_bench_kernels --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
+	$(BUILD_DIR)/bin/folio_bench_gemm
 
 clean:
 	rm -rf $(BUILD_DIR)
