@@ -42,8 +42,11 @@ test('aborting a stream frees its request', async () => {
   assert.equal(await running(), 1, 'the long stream is not running any more before the abort');
 
   stream.controller.abort();
-  const after = await chunks.next();  // the SDK ends an aborted stream quietly
-  assert.equal(after.done, true);
+  // The SDK may still hand out chunks it had already read, then ends the
+  // aborted stream quietly.
+  let late = 0;
+  while (!(await chunks.next()).done) late++;
+  assert.ok(late < MAX_TOKENS - 2, `${late} chunks after the abort: the stream was not cut`);
 
   await waitFor(async () => (await running()) === 0, 'folio_requests_running back to 0 after the abort');
   const generated = (await generatedTokens()) - before;
