@@ -89,9 +89,6 @@ class CpuWorker final : public ModelWorker {
     return cache_ ? cache_->options().num_host_blocks : 0;
   }
   std::string device_name() const override { return "cpu"; }
-  // The stored type of the GEMM weights and their bytes on this rank.
-  kernels::cpu::WeightType weight_type() const { return packed_.type; }
-  int64_t weight_bytes() const { return packed_.bytes(); }
 
   // Cache ops, then the forward pass of every scheduled token, then samples
   // for the sequences the plan asks to sample (rank 0 only).

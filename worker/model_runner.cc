@@ -61,7 +61,8 @@ absl::Status ModelRunner::Forward(const ForwardBatch& batch, std::vector<float>&
           absl::StrCat("token id ", id, " is out of vocabulary (size ", c.vocab_size, ")"));
     }
   }
-  if (absl::Status s = VocabParallelEmbed(w_, p_.embedding(), reducer_, batch.token_ids.data(), n, residual_.data());
+  if (absl::Status s = VocabParallelEmbed(w_, p_.embedding(), reducer_, batch.token_ids.data(), n,
+                                          residual_.data());
       !s.ok()) {
     return s;
   }
