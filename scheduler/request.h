@@ -37,7 +37,9 @@ struct RequestSpec {
   std::string cache_salt;
   std::vector<TokenId> eos_token_ids;
   // Known output length, for the oracle and pow2 reservation policies of
-  // benchmarks and the simulator; -1 when unknown.
+  // benchmarks and the simulator; -1 when unknown, and then those policies
+  // take sampling.max_tokens (what the request can produce at most, exact
+  // under ignore_eos).
   int32_t expected_output_len = -1;
 };
 

@@ -60,13 +60,9 @@ absl::Status Scheduler::AddRequest(RequestSpec spec) {
         absl::StrCat(parallel_field, " must be at most ", config_.max_num_batched_tokens,
                      " (max_num_batched_tokens), got ", parallel));
   }
-  if ((config_.reservation == ReservationPolicy::kOracle ||
-       config_.reservation == ReservationPolicy::kPow2) &&
-      spec.expected_output_len < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected_output_len is required by the ", ReservationPolicyName(config_.reservation),
-        " reservation policy"));
-  }
+  // A server is not told how long an output will be; what it knows for sure
+  // is the most the request may produce.
+  if (spec.expected_output_len < 1) spec.expected_output_len = spec.sampling.max_tokens;
   // What the workers ban until min_tokens: the stop token ids and EOS, even
   // under ignore_eos (as vLLM, whose min_tokens bans every EOS id).
   spec.sampling.end_token_ids.clear();
@@ -112,14 +108,17 @@ int32_t Scheduler::SequenceSlots(const Request& r) const {
 }
 
 int32_t Scheduler::ReservationFor(const Request& r) const {
-  const int32_t final_len = r.num_prompt_tokens() + r.spec.expected_output_len;
+  // Capped before rounding: max_tokens may be as large as INT32_MAX.
+  const auto final_len = static_cast<uint32_t>(
+      std::min<int64_t>(static_cast<int64_t>(r.num_prompt_tokens()) + r.spec.expected_output_len,
+                        config_.max_model_len));
   switch (config_.reservation) {
     case ReservationPolicy::kNone: return 0;
     case ReservationPolicy::kMax: return config_.max_model_len;
     case ReservationPolicy::kPow2:
-      return std::min<int32_t>(config_.max_model_len,
-                               static_cast<int32_t>(std::bit_ceil(static_cast<uint32_t>(final_len))));
-    case ReservationPolicy::kOracle: return std::min(config_.max_model_len, final_len);
+      return static_cast<int32_t>(
+          std::min<uint32_t>(config_.max_model_len, std::bit_ceil(final_len)));
+    case ReservationPolicy::kOracle: return static_cast<int32_t>(final_len);
   }
   return 0;
 }
@@ -139,6 +138,10 @@ StepPlan Scheduler::Schedule() {
   plan.scheduled.reserve(std::max(last_num_scheduled_, running_.size()));
   int32_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
+  // Static batching lets requests in only between batches: the previous one
+  // has finished to its last request (swapped ones included).
+  const bool between_batches = running_.empty() && swapped_.empty();
+  const bool may_admit = config_.batching == BatchingMode::kContinuous || between_batches;
   // Sliding window: what no query to come can see goes back to the pool
   // first, so this step can reuse it (the last step's reads are done).
   if (config_.sliding_window > 0) {
@@ -152,7 +155,10 @@ StepPlan Scheduler::Schedule() {
   // Memory ran short this step: admitting more would only preempt again.
   if (!preempted) ScheduleSwapped(plan, budget, seq_slots);
   // Swapped requests go first, or they could starve behind new arrivals.
-  if (!preempted && swapped_.empty()) ScheduleWaiting(plan, budget, seq_slots);
+  if (!preempted && swapped_.empty() && may_admit) {
+    ScheduleWaiting(plan, budget, seq_slots,
+                    /*whole_batch=*/config_.batching == BatchingMode::kStatic);
+  }
 
   last_num_scheduled_ = scheduled_.size();
   MaybeCheckInvariants();
@@ -454,9 +460,10 @@ AllocStatus Scheduler::CheckAdmission(Request& r, std::string* why) {
   return status;
 }
 
-void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_slots) {
+void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_slots,
+                                bool whole_batch) {
   std::vector<int32_t> counts;
-  while (!waiting_.empty() && budget > 0) {
+  while (!waiting_.empty() && (budget > 0 || whole_batch)) {
     Request& r = *waiting_.front();
     if (seq_slots + SequenceSlots(r) > config_.max_num_seqs) break;
     std::string why;

@@ -119,7 +119,9 @@ class Scheduler {
   // Schedule() parts.
   void ScheduleRunning(StepPlan& plan, int32_t& budget, bool& preempted);
   void ScheduleSwapped(StepPlan& plan, int32_t& budget, int32_t& seq_slots);
-  void ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_slots);
+  // whole_batch (static batching, into an empty engine): admit every request
+  // that fits, beyond this step's token budget; their prompts run next steps.
+  void ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_slots, bool whole_batch);
   // Picks this step's token counts for `r`'s sequences; false = nothing fits.
   bool PlanTokens(const Request& r, int32_t budget, std::vector<int32_t>& counts,
                   bool& sample) const;

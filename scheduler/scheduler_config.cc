@@ -41,6 +41,17 @@ const char* ReservationPolicyName(ReservationPolicy policy) {
   return "unknown";
 }
 
+absl::StatusOr<BatchingMode> ParseBatchingMode(std::string_view name) {
+  if (name == "continuous") return BatchingMode::kContinuous;
+  if (name == "static") return BatchingMode::kStatic;
+  return absl::InvalidArgumentError(
+      absl::StrCat("batching must be continuous or static, not '", std::string(name), "'"));
+}
+
+const char* BatchingModeName(BatchingMode mode) {
+  return mode == BatchingMode::kStatic ? "static" : "continuous";
+}
+
 const char* PreemptionModeName(PreemptionMode mode) {
   switch (mode) {
     case PreemptionMode::kAuto: return "auto";

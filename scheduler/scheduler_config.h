@@ -29,10 +29,19 @@ enum class ReservationPolicy {
   kOracle,  // exactly prompt + output length (the output length must be known)
 };
 
+// When waiting requests may join the batch that runs.
+enum class BatchingMode {
+  kContinuous,  // every step (iteration-level scheduling: Orca's, vLLM's, folio's)
+  kStatic,      // only once the whole previous batch has finished: a request-level
+                // batcher in front of FasterTransformer, the PagedAttention paper's baseline
+};
+
 absl::StatusOr<PreemptionMode> ParsePreemptionMode(std::string_view name);
 absl::StatusOr<SchedulingPolicy> ParseSchedulingPolicy(std::string_view name);
 absl::StatusOr<ReservationPolicy> ParseReservationPolicy(std::string_view name);
 const char* ReservationPolicyName(ReservationPolicy policy);
+absl::StatusOr<BatchingMode> ParseBatchingMode(std::string_view name);
+const char* BatchingModeName(BatchingMode mode);
 const char* PreemptionModeName(PreemptionMode mode);
 
 class ReservationSpace;
@@ -53,6 +62,7 @@ struct SchedulerConfig {
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   ReservationPolicy reservation = ReservationPolicy::kNone;
+  BatchingMode batching = BatchingMode::kContinuous;
   // Optional contiguous slot space consulted at admission under a reservation
   // policy (models pre-paging allocators); not owned; may be null.
   ReservationSpace* reservation_space = nullptr;

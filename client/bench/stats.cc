@@ -71,7 +71,7 @@ Summary Summarize(const std::vector<RequestRecord>& records, double duration,
   Summary s;
   s.duration = duration;
   s.slo = slo;
-  std::vector<double> ttft, tpot, itl, e2e;
+  std::vector<double> ttft, tpot, itl, e2e, normalized;
   for (const RequestRecord& r : records) {
     if (!r.success) {
       ++s.failed;
@@ -84,6 +84,7 @@ Summary Summarize(const std::vector<RequestRecord>& records, double duration,
     ttft.push_back(r.ttft);
     e2e.push_back(r.e2e);
     if (r.output_tokens > 1) tpot.push_back(Tpot(r));
+    if (r.output_tokens > 0) normalized.push_back(r.e2e / r.output_tokens);
     for (size_t i = 1; i < r.token_times.size(); ++i) itl.push_back(r.token_times[i] - r.token_times[i - 1]);
   }
   if (duration > 0) {
@@ -97,6 +98,7 @@ Summary Summarize(const std::vector<RequestRecord>& records, double duration,
   s.tpot = Distribution::Of(tpot);
   s.itl = Distribution::Of(itl);
   s.e2e = Distribution::Of(e2e);
+  s.normalized = Distribution::Of(normalized);
   return s;
 }
 
@@ -129,6 +131,7 @@ std::string FormatReport(const Summary& s) {
   section("Time per Output Token (excl. 1st token)", "TPOT", s.tpot);
   section("Inter-token Latency", "ITL", s.itl);
   section("End-to-end Latency", "E2EL", s.e2e);
+  line("Mean normalized latency (ms/token):", fixed(s.normalized.mean));
   out += std::string(50, '=') + "\n";
   return out;
 }
@@ -152,7 +155,8 @@ nlohmann::json ToJson(const Summary& s) {
           {"ttft_ms", ToJson(s.ttft)},
           {"tpot_ms", ToJson(s.tpot)},
           {"itl_ms", ToJson(s.itl)},
-          {"e2el_ms", ToJson(s.e2e)}};
+          {"e2el_ms", ToJson(s.e2e)},
+          {"normalized_latency_ms", ToJson(s.normalized)}};
   if (s.slo) {
     nlohmann::json slo = nlohmann::json::object();
     if (s.slo->ttft_ms) slo["ttft_ms"] = *s.slo->ttft_ms;

@@ -62,6 +62,9 @@ struct Summary {
   // TPOT per request with 2+ tokens: (e2e - ttft) / (output_tokens - 1).
   // ITL: the gaps between successive token arrivals of every request.
   Distribution ttft, tpot, itl, e2e;
+  // Each request's end-to-end latency over its output tokens: the
+  // PagedAttention paper's "normalized latency" (its Figure 12), in ms/token.
+  Distribution normalized;
 };
 
 // Successful requests only count toward the latencies and token totals.

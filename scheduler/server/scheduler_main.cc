@@ -78,6 +78,8 @@ struct Settings {
   int64_t max_model_len = 0;
   std::string preemption_mode = "auto";
   std::string scheduling_policy = "fcfs";
+  std::string reservation_policy = "none";
+  std::string batching = "continuous";
   std::string generation_config = "auto";
   bool enable_prefix_caching = true;
   std::string metrics_host;   // default: host
@@ -152,6 +154,20 @@ absl::Status CheckQuantization(const std::string& name, bool on_cuda) {
         "--quantization int8: weight-only int8 runs on the cpu worker only (--device cpu)");
   }
   return absl::OkStatus();
+}
+
+// --reservation-policy: the simulator's oracle needs every output's true
+// length, which a server is never told.
+absl::StatusOr<ReservationPolicy> ParseServedReservationPolicy(const std::string& name) {
+  absl::StatusOr<ReservationPolicy> policy = ParseReservationPolicy(name);
+  if (!policy.ok() || *policy == ReservationPolicy::kOracle) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--reservation-policy '", name, "': expected none, max or pow2",
+        policy.ok() ? " (oracle needs each output's true length, which a server is not told; "
+                      "folio-kvsim models it)"
+                    : ""));
+  }
+  return policy;
 }
 
 // Submits a one-token request and waits for it: proof that a real forward
@@ -231,6 +247,14 @@ int Run(int argc, char** argv) {
             "slots (larger is refused)");
   flags.String("preemption-mode", &s.preemption_mode, "auto|recompute|swap");
   flags.String("scheduling-policy", &s.scheduling_policy, "fcfs|priority");
+  flags.String("reservation-policy", &s.reservation_policy,
+               "KV memory a request claims at admission: none (blocks as tokens arrive), max "
+               "(max-model-len tokens) or pow2 (prompt + max_tokens rounded up to a power of "
+               "two); max and pow2 model the systems before paging, for benchmarks");
+  flags.String("batching", &s.batching,
+               "continuous (requests join the running batch every step) or static (a batch "
+               "runs until its last request finishes before the next is admitted), for "
+               "benchmarks");
   flags.String("generation-config", &s.generation_config,
                "defaults of unset sampling fields: auto (the model's generation_config.json), "
                "none, or a directory holding a generation_config.json");
@@ -401,6 +425,13 @@ int Run(int argc, char** argv) {
   if (!preemption.ok()) return fail(preemption.status());
   absl::StatusOr<SchedulingPolicy> policy = ParseSchedulingPolicy(s.scheduling_policy);
   if (!policy.ok()) return fail(policy.status());
+  absl::StatusOr<ReservationPolicy> reservation = ParseServedReservationPolicy(s.reservation_policy);
+  if (!reservation.ok()) return fail(reservation.status());
+  absl::StatusOr<BatchingMode> batching = ParseBatchingMode(s.batching);
+  if (!batching.ok()) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--batching '", s.batching, "': expected continuous or static")));
+  }
 
   // One server for clients and the workers' rendezvous; Generation answers
   // UNAVAILABLE and health NOT_SERVING until the workers are up.
@@ -607,6 +638,12 @@ int Run(int argc, char** argv) {
   eo.scheduler.enable_prefix_caching = s.enable_prefix_caching;
   eo.scheduler.preemption_mode = *preemption;
   eo.scheduler.policy = *policy;
+  eo.scheduler.reservation = *reservation;
+  eo.scheduler.batching = *batching;
+  if (*reservation != ReservationPolicy::kNone || *batching != BatchingMode::kContinuous) {
+    std::fprintf(stderr, "folio-scheduler: %s batching, %s reservations (a benchmark baseline)\n",
+                 BatchingModeName(*batching), ReservationPolicyName(*reservation));
+  }
   eo.scheduler.check_invariants = false;
   // What the pool can hold bounds what may be asked for.
   std::string cap_note;

@@ -69,6 +69,9 @@ TEST(SummarizeTest, CountsSuccessesOnly) {
   EXPECT_DOUBLE_EQ(s.tpot.mean, 100);
   EXPECT_NEAR(s.itl.mean, 100, 1e-9);
   EXPECT_NEAR(s.itl.p99, 100, 1e-9);
+  // Normalized latency: 500 ms / 5 tokens and 200 ms / 1 token.
+  EXPECT_DOUBLE_EQ(s.normalized.mean, 150);
+  EXPECT_DOUBLE_EQ(s.normalized.median, 150);
 }
 
 TEST(SummarizeTest, ReportAndJsonCarryTheFigures) {
@@ -76,9 +79,11 @@ TEST(SummarizeTest, ReportAndJsonCarryTheFigures) {
   const std::string report = FormatReport(s);
   EXPECT_NE(report.find("Successful requests:                     1"), std::string::npos) << report;
   EXPECT_NE(report.find("Mean TPOT (ms):                          100.00"), std::string::npos) << report;
+  EXPECT_NE(report.find("Mean normalized latency (ms/token):      100.00"), std::string::npos) << report;
   const nlohmann::json j = ToJson(s);
   EXPECT_EQ(j["completed"], 1);
   EXPECT_DOUBLE_EQ(j["ttft_ms"]["median"].get<double>(), 100);
+  EXPECT_DOUBLE_EQ(j["normalized_latency_ms"]["mean"].get<double>(), 100);
 }
 
 TEST(SloTest, ParsesMillisecondsAndRefusesTheRest) {

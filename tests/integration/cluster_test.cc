@@ -308,5 +308,40 @@ TEST(ClusterTest, PreemptionGivesTheSameOutputsAsAnAmplePool) {
   }
 }
 
+// The benchmark baselines (Orca-style reservations, FasterTransformer-style
+// static batching) change when requests run, never what they produce; a
+// pool too small for a max_model_len reservation each keeps them queued.
+TEST(ClusterTest, ReservationsAndStaticBatchingGiveTheSameOutputs) {
+  const std::vector<ReferenceCase> cases = LoadReference();
+  std::vector<v1::GenerateRequest> requests;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    requests.push_back(i % 2 == 0 ? Greedy(cases[i].prompt, kMaxTokens)
+                                  : Seeded(cases[i].prompt, kMaxTokens, 200 + i));
+  }
+  auto run = [&](const std::vector<std::string>& flags) {
+    Cluster cluster;
+    Cluster::Options options;
+    options.scheduler_flags = flags;
+    EXPECT_EQ(cluster.Start(options), "");
+    std::vector<Output> outputs = RunConcurrently(cluster.stub(), requests);
+    EXPECT_EQ(cluster.Stop(), 0) << "folio-scheduler failed or leaked KV blocks";
+    return outputs;
+  };
+  const std::vector<Output> paged = run({});
+  // 64 blocks of 16 and max_model_len 512: two max reservations at a time.
+  const std::vector<std::vector<std::string>> baselines = {
+      {"--reservation-policy", "max", "--num-device-blocks", "64"},
+      {"--reservation-policy", "pow2", "--batching", "static"},
+      {"--reservation-policy", "max", "--batching", "static", "--num-device-blocks", "64"}};
+  for (const std::vector<std::string>& flags : baselines) {
+    const std::vector<Output> outputs = run(flags);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      ASSERT_TRUE(paged[i].status.ok() && outputs[i].status.ok()) << i;
+      EXPECT_EQ(outputs[i].tokens, paged[i].tokens) << "request " << i << " with " << flags[1]
+                                                    << " " << flags[3];
+    }
+  }
+}
+
 }  // namespace
 }  // namespace folio

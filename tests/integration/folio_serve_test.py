@@ -123,7 +123,7 @@ class FolioServeTest(unittest.TestCase):
         self.assertIn("folio-scheduler: warning: cannot serve metrics on 127.0.0.1:9400", err)
         self.assertIn("serving without metrics", err)
 
-    def test_bad_dtype_stops_the_scheduler_before_it_listens(self):
+    def test_bad_engine_flags_stop_the_scheduler_before_it_listens(self):
         scheduler = os.path.join(BIN_DIR, "folio-scheduler")
         cases = [
             (["--dtype", "fp16"], "--dtype 'fp16': expected auto, float32 or bfloat16"),
@@ -132,6 +132,10 @@ class FolioServeTest(unittest.TestCase):
             (["--quantization", "fp8"], "--quantization 'fp8': expected int8"),
             (["--quantization", "int8", "--device", "cuda"],
              "--quantization int8: weight-only int8 runs on the cpu worker only"),
+            (["--reservation-policy", "half"],
+             "--reservation-policy 'half': expected none, max or pow2"),
+            (["--reservation-policy", "oracle"], "oracle needs each output's true length"),
+            (["--batching", "dynamic"], "--batching 'dynamic': expected continuous or static"),
         ]
         for flags, message in cases:
             with self.subTest(flags=flags):

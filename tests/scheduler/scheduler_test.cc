@@ -149,27 +149,41 @@ TEST(SchedulerTest, TheLongestRequestMaxModelLenAllowsFitsAboveTheWatermark) {
   ExpectDrained(*s);
 }
 
-TEST(SchedulerTest, ExpectedOutputLenRequiredByPow2AndOracle) {
-  for (ReservationPolicy p : {ReservationPolicy::kPow2, ReservationPolicy::kOracle}) {
-    SchedulerConfig c = TestConfig(64);
-    c.reservation = p;
+// Without a known output length (a served request), pow2 and oracle take
+// max_tokens: prompt 10 + max_tokens 14 = 24 tokens, so pow2 reserves 32
+// slots (4 blocks of 8) and oracle 24 (3); max needs no estimate (1024).
+TEST(SchedulerTest, ReservationWithoutAnExpectedOutputLenTakesMaxTokens) {
+  struct Case {
+    ReservationPolicy policy;
+    int32_t reserved;
+  };
+  for (const Case& k : {Case{ReservationPolicy::kPow2, 32}, Case{ReservationPolicy::kOracle, 24},
+                        Case{ReservationPolicy::kMax, 1024}}) {
+    SchedulerConfig c = TestConfig(200);
+    c.reservation = k.policy;
     auto s = test::MakeScheduler(c);
-    const absl::Status st = s->AddRequest(MakeRequest(1, 10, 4));
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(st.message()), HasSubstr("expected_output_len"));
-    RequestSpec ok = MakeRequest(1, 10, 4);
-    ok.expected_output_len = 4;
-    FOLIO_EXPECT_OK(s->AddRequest(std::move(ok)));
     SimulatedWorker w(test::WorkerOptions(c));
-    FOLIO_ASSERT_OK(test::RunToCompletion(*s, w, 20).status());
+    FOLIO_ASSERT_OK(s->AddRequest(MakeRequest(1, 10, 14)));
+    OutputCollector out;
+    FOLIO_ASSERT_OK(test::Step(*s, w, out));
+    const Request* r = s->FindRequest(1);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->reserved_tokens, k.reserved) << ReservationPolicyName(k.policy);
+    FOLIO_ASSERT_OK(test::RunUntilDrained(*s, w, out, 50));
+    EXPECT_EQ(out.at(1).tokens().size(), 14u);
     ExpectDrained(*s);
   }
-  SchedulerConfig c = TestConfig(64);
-  c.reservation = ReservationPolicy::kMax;
+  // A huge max_tokens reserves max_model_len, not an overflowed length.
+  SchedulerConfig c = TestConfig(200);
+  c.reservation = ReservationPolicy::kPow2;
   auto s = test::MakeScheduler(c);
-  FOLIO_EXPECT_OK(s->AddRequest(MakeRequest(1, 10, 4)));  // max needs no estimate
   SimulatedWorker w(test::WorkerOptions(c));
-  FOLIO_ASSERT_OK(test::RunToCompletion(*s, w, 20).status());
+  FOLIO_ASSERT_OK(s->AddRequest(MakeRequest(1, 10, INT32_MAX)));
+  OutputCollector out;
+  FOLIO_ASSERT_OK(test::Step(*s, w, out));
+  EXPECT_EQ(s->FindRequest(1)->reserved_tokens, 1024);
+  ASSERT_TRUE(s->Abort(1));
+  FOLIO_ASSERT_OK(test::RunUntilDrained(*s, w, out, 10));
   ExpectDrained(*s);
 }
 
