@@ -44,6 +44,7 @@
 #include "scheduler/openai/http_server.h"
 #include "scheduler/openai/openai_service.h"
 #include "scheduler/rendezvous_service.h"
+#include "scheduler/reservation_space.h"
 #include "scheduler/server/api_key_auth.h"
 #include "scheduler/server/engine.h"
 #include "scheduler/server/generation_service.h"
@@ -510,6 +511,9 @@ int Run(int argc, char** argv) {
       wo.addresses.size() > 1 && (s.tls.enabled() || s.rendezvous_port != 0);
 
   RendezvousService rendezvous;
+  // A reservation policy's claims, in one linear space as the allocators
+  // before paging had (the engine refers to it: it lives longer).
+  std::unique_ptr<ContiguousSlotSpace> reservation_space;
   std::unique_ptr<Engine> engine;
   // The engine comes once the workers are up.
   GenerationService generation(nullptr, ApiKeyAuth(*api_key));
@@ -640,6 +644,11 @@ int Run(int argc, char** argv) {
   eo.scheduler.policy = *policy;
   eo.scheduler.reservation = *reservation;
   eo.scheduler.batching = *batching;
+  if (*reservation != ReservationPolicy::kNone) {
+    reservation_space = std::make_unique<ContiguousSlotSpace>(
+        static_cast<int64_t>(eo.scheduler.num_device_blocks) * eo.scheduler.block_size);
+    eo.scheduler.reservation_space = reservation_space.get();
+  }
   if (*reservation != ReservationPolicy::kNone || *batching != BatchingMode::kContinuous) {
     std::fprintf(stderr, "folio-scheduler: %s batching, %s reservations (a benchmark baseline)\n",
                  BatchingModeName(*batching), ReservationPolicyName(*reservation));
