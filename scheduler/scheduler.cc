@@ -91,7 +91,7 @@ absl::Status Scheduler::AddRequest(RequestSpec spec) {
   r->seqs[0]->ReserveTokens(static_cast<int32_t>(longest));
   sequences_[r->seqs[0]->id()] = r->seqs[0].get();
   requests_[r->spec.id] = std::move(request);
-  waiting_.Insert(r);
+  PushWaiting(*r);
   return absl::OkStatus();
 }
 
@@ -369,7 +369,7 @@ void Scheduler::Preempt(Request& victim, StepPlan& plan) {
   victim.reserved_tokens = 0;
   victim.preempted = true;
   victim.status = RequestStatus::kWaiting;
-  waiting_.Insert(&victim);
+  PushWaiting(victim);
   ++stats_.num_preemptions_recompute;
 }
 
@@ -477,6 +477,7 @@ void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_sl
     }
     if (status == AllocStatus::kLater) break;
     waiting_.PopFront();
+    CountLeavingWaiting(r);
     int32_t hit_tokens = 0;
     // Scoring the prompt needs every position's logits: no cache hits then.
     if (!r.scores_prompt) {
@@ -589,12 +590,18 @@ absl::Status Scheduler::CheckInvariants() const {
       }
     }
   }
+  int64_t waiting_tokens = 0;
   for (const Request* r : waiting_) {
+    waiting_tokens += r->waiting_tokens;
     for (const auto& seq : r->seqs) {
       if (!seq->block_table().empty()) {
         return absl::InternalError(absl::StrCat("waiting sequence ", seq->id(), " holds blocks"));
       }
     }
+  }
+  if (waiting_tokens != num_waiting_tokens_) {
+    return absl::InternalError(absl::StrCat("waiting requests hold ", waiting_tokens,
+                                            " tokens but ", num_waiting_tokens_, " are counted"));
   }
   int32_t unsent_scores = 0;
   for (const auto& [id, r] : requests_) {
@@ -605,6 +612,19 @@ absl::Status Scheduler::CheckInvariants() const {
                                             num_prompt_logprob_requests_, " are counted"));
   }
   return absl::OkStatus();
+}
+
+void Scheduler::PushWaiting(Request& r) {
+  int64_t tokens = 0;
+  for (const auto& seq : r.seqs) tokens += seq->num_tokens();
+  r.waiting_tokens = static_cast<int32_t>(std::min<int64_t>(tokens, INT32_MAX));
+  num_waiting_tokens_ += r.waiting_tokens;
+  waiting_.Insert(&r);
+}
+
+void Scheduler::CountLeavingWaiting(Request& r) {
+  num_waiting_tokens_ -= r.waiting_tokens;
+  r.waiting_tokens = 0;
 }
 
 void Scheduler::MaybeCheckInvariants() const {

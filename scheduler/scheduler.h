@@ -74,6 +74,9 @@ class Scheduler {
   // this holds delivers every output, even after the last request is aborted.
   bool HasUnfinishedRequests() const { return !requests_.empty() || !pending_outputs_.empty(); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  // Tokens the waiting requests must compute once admitted (their prompts,
+  // and the outputs of recompute-preempted ones): what an overload bound counts.
+  int64_t num_waiting_tokens() const { return num_waiting_tokens_; }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_swapped() const { return static_cast<int32_t>(swapped_.size()); }
   // Live sequences of running requests (what max_num_seqs bounds).
@@ -162,6 +165,9 @@ class Scheduler {
 
   std::vector<const Sequence*> AllLiveSequences() const;
   void MaybeCheckInvariants() const;
+  // waiting_.Insert and its removals, keeping num_waiting_tokens_.
+  void PushWaiting(Request& r);
+  void CountLeavingWaiting(Request& r);
 
   // Const after construction.
   const SchedulerConfig config_;
@@ -170,6 +176,7 @@ class Scheduler {
   absl::flat_hash_map<RequestId, std::unique_ptr<Request>> requests_;
   absl::flat_hash_map<SequenceId, Sequence*> sequences_;  // live, by id
   RequestQueue waiting_;
+  int64_t num_waiting_tokens_ = 0;
   RequestQueue running_;
   RequestQueue swapped_;
   std::vector<Request*> running_snapshot_;  // ScheduleRunning's scratch, reused

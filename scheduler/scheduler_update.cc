@@ -319,7 +319,10 @@ void Scheduler::RetireSequence(Request& r, size_t live_index, FinishReason reaso
 void Scheduler::FinishRequest(Request& r, FinishReason reason, std::string error,
                               RequestOutput& out) {
   switch (r.status) {
-    case RequestStatus::kWaiting: FOLIO_CHECK(waiting_.Remove(&r)); break;
+    case RequestStatus::kWaiting:
+      FOLIO_CHECK(waiting_.Remove(&r));
+      CountLeavingWaiting(r);
+      break;
     case RequestStatus::kRunning: FOLIO_CHECK(running_.Remove(&r)); break;
     case RequestStatus::kSwapped: FOLIO_CHECK(swapped_.Remove(&r)); break;
     case RequestStatus::kFinished: FOLIO_CHECK(false);

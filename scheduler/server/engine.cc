@@ -86,6 +86,10 @@ absl::StatusOr<std::string> Engine::Submit(const v1::GenerateRequest& request,
       return absl::UnavailableError(absl::StrCat("the engine has stopped: ", failure_.message()));
     }
     if (stopping_) return absl::UnavailableError("the engine is shutting down");
+    if (absl::Status overload = CheckOverload(static_cast<int64_t>(parsed->spec.prompt.size()));
+        !overload.ok()) {
+      return overload;
+    }
     const RequestId id = next_id_++;
     public_id = parsed->request_id.value_or(MakeRequestId(id));
     if (!live_.try_emplace(public_id, id).second) {
@@ -93,10 +97,35 @@ absl::StatusOr<std::string> Engine::Submit(const v1::GenerateRequest& request,
           absl::StrCat("request_id '", public_id, "' is already in use by a live request"));
     }
     sinks_.emplace(id, std::move(sink));
+    ++in_inbox_.requests;
+    in_inbox_.tokens += static_cast<int64_t>(parsed->spec.prompt.size());
     inbox_.push_back(Submitted{id, public_id, std::move(*parsed), submit_ns});
   }
   cv_.notify_all();
   return public_id;
+}
+
+absl::Status Engine::CheckOverload(int64_t prompt_tokens) const {
+  const int64_t requests =
+      snapshot_.num_waiting + moved_since_snapshot_.requests + in_inbox_.requests;
+  const int64_t tokens =
+      snapshot_.num_waiting_tokens + moved_since_snapshot_.tokens + in_inbox_.tokens;
+  const char* noun = requests == 1 ? " request" : " requests";
+  if (options_.max_waiting_requests > 0 && requests >= options_.max_waiting_requests) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("overloaded: ", requests, noun, " waiting (--max-waiting-requests ",
+                     options_.max_waiting_requests, "); retry later"));
+  }
+  // One request alone may exceed the token bound (max_model_len does bound
+  // it): it is refused only while others wait.
+  if (options_.max_waiting_tokens > 0 && requests > 0 &&
+      tokens + prompt_tokens > options_.max_waiting_tokens) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "overloaded: ", requests, noun, " with ", tokens,
+        " prompt tokens waiting (--max-waiting-tokens ", options_.max_waiting_tokens,
+        "); retry later"));
+  }
+  return absl::OkStatus();
 }
 
 bool Engine::Abort(const std::string& request_id) {
@@ -195,6 +224,9 @@ bool Engine::TakeWork() {
              scheduler_->HasUnfinishedRequests();
     });
     inbox.swap(inbox_);
+    moved_since_snapshot_.requests += in_inbox_.requests;
+    moved_since_snapshot_.tokens += in_inbox_.tokens;
+    in_inbox_ = {};
     aborts.swap(aborts_);
     stopping = stopping_;
   }
@@ -294,6 +326,7 @@ void Engine::FailAll(const absl::Status& status) {
     failure_ = status;
     sinks.swap(sinks_);
     inbox.swap(inbox_);
+    in_inbox_ = {};
     live_.clear();
   }
   if (options_.on_failure) options_.on_failure(status);
@@ -323,6 +356,7 @@ void Engine::PublishSnapshot() {
   snap.num_steps = scheduler_->stats().num_steps;
   snap.num_running = scheduler_->num_running();
   snap.num_waiting = scheduler_->num_waiting();
+  snap.num_waiting_tokens = scheduler_->num_waiting_tokens();
   snap.num_swapped = scheduler_->num_swapped();
   snap.num_free_device_blocks = scheduler_->kv_cache().device_pool().num_free_blocks();
   snap.num_free_host_blocks = scheduler_->kv_cache().host_pool().num_free_blocks();
@@ -332,6 +366,7 @@ void Engine::PublishSnapshot() {
     std::lock_guard<std::mutex> lock(mu_);
     snap.num_live_requests = static_cast<int32_t>(live_.size());
     snapshot_ = snap;
+    moved_since_snapshot_ = {};  // the scheduler's counts now include them
   }
   cv_.notify_all();
 }

@@ -43,6 +43,7 @@ struct EngineSnapshot {
   int32_t num_live_requests = 0;  // submitted and not finished
   int32_t num_running = 0;
   int32_t num_waiting = 0;
+  int64_t num_waiting_tokens = 0;  // tokens the waiting requests will compute
   int32_t num_swapped = 0;
   int32_t num_free_device_blocks = 0;
   int32_t num_free_host_blocks = 0;
@@ -68,6 +69,11 @@ class Engine {
     // Called once, on the engine thread, when the worker group fails and the
     // engine stops serving (e.g. to turn the health status NOT_SERVING).
     std::function<void(const absl::Status&)> on_failure;
+    // Overload bounds on requests not yet running (queued in the engine or
+    // the scheduler) and on their prompt tokens: beyond either, Submit is
+    // RESOURCE_EXHAUSTED. 0 = no bound.
+    int32_t max_waiting_requests = 0;
+    int64_t max_waiting_tokens = 0;
   };
 
   // Takes ownership of everything; `limits` describe the served model.
@@ -87,7 +93,8 @@ class Engine {
 
   // Validates and queues a request; returns its id. INVALID_ARGUMENT naming
   // the field; ALREADY_EXISTS for the id of a live request; UNAVAILABLE when
-  // the engine is shut down or its workers failed. `sink` is kept until the
+  // the engine is shut down or its workers failed; RESOURCE_EXHAUSTED
+  // ("overloaded: ...") beyond max_waiting_requests / max_waiting_tokens. `sink` is kept until the
   // request's Finished (or OnError) has been delivered.
   absl::StatusOr<std::string> Submit(const v1::GenerateRequest& request,
                                      std::shared_ptr<GenerateSink> sink);
@@ -125,6 +132,9 @@ class Engine {
   Engine(const Options& options, std::unique_ptr<Tokenizer> tokenizer, const RequestLimits& limits,
          std::unique_ptr<WorkerGroup> workers, std::unique_ptr<Scheduler> scheduler);
 
+  // RESOURCE_EXHAUSTED when one more waiting request of `prompt_tokens`
+  // would pass a bound.
+  absl::Status CheckOverload(int64_t prompt_tokens) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
   // Moves the inbox into the scheduler; false when the loop should exit.
   bool TakeWork();
@@ -163,6 +173,14 @@ class Engine {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;  // work arrived, or a request finished
   std::vector<Submitted> inbox_ ABSL_GUARDED_BY(mu_);
+  // Waiting requests the snapshot does not count yet: those in inbox_, and
+  // those the engine thread has moved to the scheduler since the last snapshot.
+  struct Queued {
+    int64_t requests = 0;
+    int64_t tokens = 0;
+  };
+  Queued in_inbox_ ABSL_GUARDED_BY(mu_);
+  Queued moved_since_snapshot_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestId> aborts_ ABSL_GUARDED_BY(mu_);
   // Live requests: public id -> engine id, and the sinks until delivery.
   absl::flat_hash_map<std::string, RequestId> live_ ABSL_GUARDED_BY(mu_);

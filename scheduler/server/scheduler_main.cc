@@ -75,6 +75,8 @@ struct Settings {
   int64_t num_device_blocks = 0;
   int64_t num_host_blocks = -1;
   int64_t max_num_seqs = 256;
+  int64_t max_waiting_requests = 4096;
+  int64_t max_waiting_tokens = int64_t{1} << 22;
   int64_t max_num_batched_tokens = 2048;
   int64_t max_model_len = 0;
   std::string preemption_mode = "auto";
@@ -242,6 +244,12 @@ int Run(int argc, char** argv) {
   flags.Int("num-host-blocks", &s.num_host_blocks,
             "cap on host KV blocks; -1 = whatever fits in --swap-space-mb");
   flags.Int("max-num-seqs", &s.max_num_seqs, "running sequences at most");
+  flags.Int("max-waiting-requests", &s.max_waiting_requests,
+            "requests waiting to run at most; more are refused with RESOURCE_EXHAUSTED "
+            "(HTTP 429) until the queue shrinks; 0 = no bound");
+  flags.Int("max-waiting-tokens", &s.max_waiting_tokens,
+            "prompt tokens of the waiting requests at most (a longer prompt alone is still "
+            "queued); 0 = no bound");
   flags.Int("max-num-batched-tokens", &s.max_num_batched_tokens, "token budget of one step");
   flags.Int("max-model-len", &s.max_model_len,
             "prompt + output tokens at most; 0 = the model's, capped at the KV cache's token "
@@ -432,6 +440,14 @@ int Run(int argc, char** argv) {
   if (!batching.ok()) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("--batching '", s.batching, "': expected continuous or static")));
+  }
+  if (s.max_waiting_requests < 0 || s.max_waiting_requests > INT32_MAX) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--max-waiting-requests must be in [0, ", INT32_MAX, "], got ", s.max_waiting_requests)));
+  }
+  if (s.max_waiting_tokens < 0) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--max-waiting-tokens must be >= 0, got ", s.max_waiting_tokens)));
   }
 
   // One server for clients and the workers' rendezvous; Generation answers
@@ -638,6 +654,8 @@ int Run(int argc, char** argv) {
   eo.scheduler.num_device_blocks = group->num_device_blocks();
   eo.scheduler.num_host_blocks = group->num_host_blocks();
   eo.scheduler.max_num_seqs = static_cast<int32_t>(s.max_num_seqs);
+  eo.max_waiting_requests = static_cast<int32_t>(s.max_waiting_requests);
+  eo.max_waiting_tokens = s.max_waiting_tokens;
   eo.scheduler.max_num_batched_tokens = static_cast<int32_t>(s.max_num_batched_tokens);
   eo.scheduler.enable_prefix_caching = s.enable_prefix_caching;
   eo.scheduler.preemption_mode = *preemption;

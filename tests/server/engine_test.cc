@@ -219,6 +219,91 @@ TEST(EngineTest, RefusesDuplicateIdsAndRequestsTheSchedulerCannotRun) {
   ExpectDrained(*engine, 256);
 }
 
+// Overload: beyond --max-waiting-requests (or the waiting prompt tokens'
+// bound) Submit says RESOURCE_EXHAUSTED at once; once the queue drains, the
+// same request is served. The engine starts late, so the queue holds still.
+TEST(EngineTest, BoundedWaitingQueueRefusesTheOverflow) {
+  EngineSetup setup;
+  setup.start = false;
+  setup.max_waiting_requests = 2;
+  std::unique_ptr<Engine> engine = MakeDemoEngine(setup);
+  ASSERT_NE(engine, nullptr);
+  Submitted a = Submit(*engine, GreedyTokenRequest(5, 3));
+  Submitted b = Submit(*engine, GreedyTokenRequest(5, 3));
+  absl::StatusOr<std::string> c =
+      engine->Submit(GreedyTokenRequest(5, 3), std::make_shared<RecordingSink>());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("overloaded: 2 requests waiting (--max-waiting-requests 2)"));
+  engine->Start();
+  ASSERT_TRUE(a.sink->Wait());
+  ASSERT_TRUE(b.sink->Wait());
+  ASSERT_TRUE(engine->WaitIdle(absl::Seconds(10)));
+  Submitted later = Submit(*engine, GreedyTokenRequest(5, 3));
+  ASSERT_TRUE(later.sink->Wait());
+  EXPECT_EQ(Reassemble(later.sink->responses())[0].token_ids.size(), 3u);
+  ExpectDrained(*engine, 256);
+}
+
+// The same bound while the engine runs: the waiting request is counted once
+// the scheduler holds it (the engine's snapshot), not only in the inbox.
+TEST(EngineTest, BoundedWaitingQueueCountsWhatTheSchedulerHolds) {
+  EngineSetup setup;
+  setup.max_num_seqs = 1;
+  setup.max_waiting_requests = 1;
+  std::unique_ptr<Engine> engine = MakeDemoEngine(setup);
+  ASSERT_NE(engine, nullptr);
+  Submitted running = Submit(*engine, GreedyTokenRequest(5, 400));
+  ASSERT_TRUE(running.sink->WaitFirstChunk());
+  Submitted waiting = Submit(*engine, GreedyTokenRequest(5, 3));
+  for (int i = 0; i < 2000 && engine->Snapshot().num_waiting_tokens != 5; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(engine->Snapshot().num_waiting, 1);
+  EXPECT_EQ(engine->Submit(GreedyTokenRequest(5, 3), std::make_shared<RecordingSink>())
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(engine->Abort(running.id));
+  ASSERT_TRUE(waiting.sink->Wait());
+  EXPECT_EQ(Reassemble(waiting.sink->responses())[0].token_ids.size(), 3u);
+  ExpectDrained(*engine, 256);
+}
+
+TEST(EngineTest, BoundedWaitingTokensRefuseTheOverflowButNotALoneLongPrompt) {
+  EngineSetup setup;
+  setup.start = false;
+  setup.max_waiting_tokens = 12;
+  std::unique_ptr<Engine> engine = MakeDemoEngine(setup);
+  ASSERT_NE(engine, nullptr);
+  // Alone, a prompt past the bound still queues (max_model_len bounds it).
+  Submitted lone = Submit(*engine, GreedyTokenRequest(20, 2));
+  absl::StatusOr<std::string> refused =
+      engine->Submit(GreedyTokenRequest(1, 2), std::make_shared<RecordingSink>());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("overloaded: 1 request with 20 prompt tokens waiting "
+                        "(--max-waiting-tokens 12)"));
+  engine->Start();
+  ASSERT_TRUE(lone.sink->Wait());
+  ASSERT_TRUE(engine->WaitIdle(absl::Seconds(10)));
+  // 8 + 4 tokens fit the bound, one more does not.
+  EngineSetup held = setup;
+  std::unique_ptr<Engine> second = MakeDemoEngine(held);
+  ASSERT_NE(second, nullptr);
+  Submitted eight = Submit(*second, GreedyTokenRequest(8, 2));
+  Submitted four = Submit(*second, GreedyTokenRequest(4, 2));
+  EXPECT_EQ(second->Submit(GreedyTokenRequest(1, 2), std::make_shared<RecordingSink>())
+                .status()
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  second->Start();
+  ASSERT_TRUE(eight.sink->Wait());
+  ASSERT_TRUE(four.sink->Wait());
+  ExpectDrained(*engine, 256);
+  ExpectDrained(*second, 256);
+}
+
 TEST(EngineTest, ShutdownAbortsEveryLiveRequest) {
   std::unique_ptr<Engine> engine = MakeDemoEngine();
   ASSERT_NE(engine, nullptr);

@@ -84,6 +84,9 @@ struct EngineSetup {
   CpuWorkerGroup** group_out = nullptr;  // to inject failures
   SchedulerMetrics* metrics = nullptr;    // Engine::Options::metrics
   std::function<void(const absl::Status&)> on_failure;  // Engine::Options::on_failure
+  int32_t max_waiting_requests = 0;  // Engine::Options' overload bounds
+  int64_t max_waiting_tokens = 0;
+  bool start = true;  // false: Submit only queues until the test calls Start()
 };
 
 inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
@@ -113,6 +116,8 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   eo.model_name = "folio-demo";
   eo.on_failure = setup.on_failure;
   eo.metrics = setup.metrics;
+  eo.max_waiting_requests = setup.max_waiting_requests;
+  eo.max_waiting_tokens = setup.max_waiting_tokens;
   RequestLimits limits;
   limits.vocab_size = config.vocab_size;
   limits.max_model_len = config.max_position_embeddings;
@@ -123,7 +128,7 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
       Engine::Create(eo, std::move(*tokenizer), limits, std::move(group));
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (!engine.ok()) return nullptr;
-  (*engine)->Start();
+  if (setup.start) (*engine)->Start();
   return std::move(*engine);
 }
 
@@ -244,6 +249,16 @@ inline std::vector<ReferenceCase> LoadReference() {
     cases.push_back(std::move(rc));
   }
   return cases;
+}
+
+// A greedy request for `num_tokens` prompt token ids (any ids the demo model has).
+inline v1::GenerateRequest GreedyTokenRequest(int num_tokens, int max_tokens) {
+  v1::GenerateRequest r;
+  for (int i = 0; i < num_tokens; ++i) r.mutable_token_ids()->add_ids(100 + i);
+  r.mutable_sampling_params()->set_temperature(0);
+  r.mutable_sampling_params()->set_max_tokens(max_tokens);
+  r.mutable_sampling_params()->set_ignore_eos(true);
+  return r;
 }
 
 inline v1::GenerateRequest GreedyRequest(const std::string& prompt, int max_tokens) {
