@@ -12,18 +12,10 @@ import unittest
 import urllib.error
 import urllib.request
 
-from local_cluster import BIN_DIR, LocalCluster, free_port, wait_until
+from local_cluster import BIN_DIR, LocalCluster, free_port, http_healthy, wait_until
 
 FOLIO = os.path.join(BIN_DIR, "folio")
 PROMPTS, INPUT_LEN, OUTPUT_LEN = 12, 16, 8
-
-
-def healthy(port):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-            return r.status == 200
-    except (urllib.error.URLError, ConnectionError, OSError):
-        return False
 
 
 def bench(*args, timeout=300):
@@ -35,7 +27,7 @@ class FolioBenchTest(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.TemporaryDirectory()
         cls.cluster = LocalCluster(os.path.join(cls.dir.name, "scheduler.log"), http=True)
-        cls.cluster.wait_ready(lambda: healthy(cls.cluster.http_port))
+        cls.cluster.wait_ready(lambda: http_healthy(cls.cluster.http_port))
 
     @classmethod
     def tearDownClass(cls):
@@ -86,9 +78,12 @@ class FolioBenchTest(unittest.TestCase):
         self.run_bench("grpc", self.cluster.address, "--request-rate", "inf")
         # A finite rate: Poisson arrivals, seeded, so send times spread out.
         j = self.run_bench("grpc", self.cluster.address, "--request-rate", "50")
+        # In arrival order, up to thread wake-up jitter on a busy machine (two
+        # arrivals a millisecond apart may wake in either order).
         sends = [r["send_time_s"] for r in j["requests"]]
-        self.assertEqual(sends, sorted(sends))
-        self.assertGreater(sends[-1], 0)
+        for earlier, later in zip(sends, sends[1:]):
+            self.assertGreater(later, earlier - 0.05, sends)
+        self.assertGreater(sends[-1], 0.05)
 
     def test_goodput_under_an_slo(self):
         # A generous objective every request meets, and one none can (1 µs TTFT).

@@ -9,6 +9,8 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 SOURCE_DIR = os.environ.get("FOLIO_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN_DIR = os.environ.get("FOLIO_BIN_DIR", os.path.join(SOURCE_DIR, "build", "bin"))
@@ -22,6 +24,15 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def http_healthy(port):
+    """True once the HTTP API's /health answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+            return r.status == 200
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return False
 
 
 def wait_until(condition, timeout, what, alive=None, interval=0.05):

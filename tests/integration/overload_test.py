@@ -13,20 +13,12 @@ import unittest
 import urllib.error
 import urllib.request
 
-from local_cluster import BIN_DIR, LocalCluster
+from local_cluster import BIN_DIR, LocalCluster, http_healthy
 
 FOLIO = os.path.join(BIN_DIR, "folio")
 # Long enough (hundreds of steps) that the whole flood arrives while the first
 # request still runs.
 MAX_TOKENS = 300
-
-
-def healthy(port):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-            return r.status == 200
-    except (urllib.error.URLError, ConnectionError, OSError):
-        return False
 
 
 def complete(port, max_tokens):
@@ -55,7 +47,7 @@ class OverloadTest(unittest.TestCase):
         cls.cluster = LocalCluster(os.path.join(cls.dir.name, "scheduler.log"), http=True,
                                    scheduler_flags=["--max-num-seqs", "1",
                                                     "--max-waiting-requests", "1"])
-        cls.cluster.wait_ready(lambda: healthy(cls.cluster.http_port))
+        cls.cluster.wait_ready(lambda: http_healthy(cls.cluster.http_port))
 
     @classmethod
     def tearDownClass(cls):
