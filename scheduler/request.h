@@ -56,9 +56,9 @@ struct alignas(64) Request {
   std::vector<std::unique_ptr<Sequence>> finished_seqs;
   // Token slots reserved at admission (reservation policies), 0 = on demand.
   int32_t reserved_tokens = 0;
-  int32_t num_cached_prompt_tokens = 0;
+  int32_t num_cached_prompt_tokens = 0;  // prefix-cache hit at first admission
   // While waiting: what it counts in Scheduler::num_waiting_tokens().
-  int32_t waiting_tokens = 0;  // prefix-cache hit at first admission
+  int32_t waiting_tokens = 0;
   RequestStatus status = RequestStatus::kWaiting;
   // True once the prompt fanned out into best_of samples or beams.
   bool fanned_out = false;

@@ -94,8 +94,8 @@ class Engine {
   // Validates and queues a request; returns its id. INVALID_ARGUMENT naming
   // the field; ALREADY_EXISTS for the id of a live request; UNAVAILABLE when
   // the engine is shut down or its workers failed; RESOURCE_EXHAUSTED
-  // ("overloaded: ...") beyond max_waiting_requests / max_waiting_tokens. `sink` is kept until the
-  // request's Finished (or OnError) has been delivered.
+  // ("overloaded: ...") beyond max_waiting_requests / max_waiting_tokens.
+  // `sink` is kept until the request's Finished (or OnError) has been delivered.
   absl::StatusOr<std::string> Submit(const v1::GenerateRequest& request,
                                      std::shared_ptr<GenerateSink> sink);
 
