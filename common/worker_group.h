@@ -21,8 +21,20 @@ class WorkerGroup {
   virtual ~WorkerGroup() = default;
 
   // Runs one plan on every rank. An error means the group is broken (a rank
-  // died, timed out or failed the step); the engine stops using it.
+  // died, timed out or failed the step) until Rebuild() succeeds.
   virtual absl::StatusOr<StepResult> Execute(const StepPlan& plan) = 0;
+
+  // After a failed step (or health check): makes the group usable again
+  // with fresh ranks -- a new collective group, empty KV caches of the same
+  // sizes -- or says why not yet (the caller retries with backoff).
+  // Only groups with CanRebuild() implement it.
+  virtual bool CanRebuild() const { return false; }
+  virtual absl::Status Rebuild() {
+    return absl::UnimplementedError("this worker group cannot be rebuilt");
+  }
+  // Between steps, while nothing runs: OK when every rank answers; an
+  // error (naming the rank) when one is gone or hung, as a failed step.
+  virtual absl::Status CheckHealth() { return absl::OkStatus(); }
 
   // Starts `plan` on every rank; Wait() returns its result. REQUIRES: no
   // step begun and not yet waited for; `plan` outlives the Wait() call.

@@ -62,6 +62,12 @@ void BlockPool::RegisterHash(BlockId id, const BlockHash& hash) {
   b.hash = hash;
 }
 
+void BlockPool::ClearCache() {
+  for (Block& b : blocks_) b.cached = false;
+  hash_to_block_.clear();
+  num_cached_free_ = 0;
+}
+
 void BlockPool::Evict(BlockId id) {
   Block& b = blocks_[id];
   hash_to_block_.erase(b.hash);

@@ -56,6 +56,9 @@ class BlockPool {
   // another block already holds it, `id` stays uncached (a duplicate).
   void RegisterHash(BlockId id, const BlockHash& hash);
   bool is_cached(BlockId id) const { return blocks_[id].cached; }
+  // Forgets every cached content (the workers lost their KV): free cached
+  // blocks become plain free blocks, held ones are freed as plain blocks.
+  void ClearCache();
 
   // Verifies the free queue, counters and hash map; `expected_refs[b]` is the
   // number of holders of block b that the caller can see.

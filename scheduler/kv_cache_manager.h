@@ -118,6 +118,13 @@ class KvCacheManager {
   // reusable until evicted. The table ends empty and on the device.
   void Free(Sequence& seq);
 
+  // The workers lost every block's contents (a worker failure): the prefix
+  // cache of both pools forgets them. Sequences must be freed first.
+  void ForgetCachedContent() {
+    device_pool_.ClearCache();
+    host_pool_.ClearCache();
+  }
+
   // Swap a group's blocks between pools, keeping blocks shared between its
   // sequences shared. Ops are (src, dst) pairs for the workers.
   int32_t NumUniqueBlocks(std::span<Sequence* const> seqs) const;

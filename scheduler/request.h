@@ -66,6 +66,7 @@ struct alignas(64) Request {
   bool preempted = false;
   bool counted_cached_prompt = false;
   int32_t num_preemptions = 0;
+  int32_t num_worker_requeues = 0;  // worker failures that requeued it
 
   RequestSpec spec;
   uint64_t arrival = 0;  // admission order, ties broken by it

@@ -356,21 +356,62 @@ void Scheduler::Preempt(Request& victim, StepPlan& plan) {
     ++stats_.num_preemptions_swap;
     return;
   }
-  for (Sequence* seq : seqs) {
+  RequeueForRecompute(victim);
+}
+
+void Scheduler::RequeueForRecompute(Request& r) {
+  for (const auto& seq : r.seqs) {
     kv_.Free(*seq);
     seq->set_num_computed_tokens(0);
+    seq->set_known_to_workers(false);
   }
   // Recompute gives the reservation back (it is claimed again at
   // readmission). A swapped request keeps it: its table still covers the
   // reserved tokens and FinishRequest releases it.
-  if (config_.reservation_space != nullptr && victim.reserved_tokens > 0) {
-    config_.reservation_space->Release(victim.spec.id);
+  if (config_.reservation_space != nullptr && r.reserved_tokens > 0) {
+    config_.reservation_space->Release(r.spec.id);
   }
-  victim.reserved_tokens = 0;
-  victim.preempted = true;
-  victim.status = RequestStatus::kWaiting;
-  PushWaiting(victim);
+  r.reserved_tokens = 0;
+  r.preempted = true;
+  r.status = RequestStatus::kWaiting;
+  PushWaiting(r);
   ++stats_.num_preemptions_recompute;
+}
+
+void Scheduler::RequeueAfterWorkerLoss(int32_t max_requeues, const std::string& cause) {
+  // The step in flight (if any) is gone with the workers' KV: nothing of it
+  // is applied, and the sequences it advanced start over.
+  awaiting_update_ = false;
+  scheduled_.clear();
+  num_scoring_ = 0;
+  std::vector<Request*> lost(running_.begin(), running_.end());
+  lost.insert(lost.end(), swapped_.begin(), swapped_.end());
+  for (Request* r : lost) {
+    if (++r->num_worker_requeues > max_requeues) {
+      std::string error = cause;
+      if (max_requeues > 0) {
+        absl::StrAppend(&error, " (the request was requeued ", max_requeues,
+                        max_requeues == 1 ? " time" : " times", " already)");
+      }
+      FinishRequest(*r, FinishReason::kError, std::move(error), pending_outputs_.emplace_back());
+      continue;
+    }
+    FOLIO_CHECK(r->status == RequestStatus::kRunning ? running_.Remove(r) : swapped_.Remove(r));
+    ++r->num_preemptions;
+    RequeueForRecompute(*r);
+  }
+  // The new workers know no sequence, hold no block and cache nothing.
+  pending_finished_ids_.clear();
+  kv_.ForgetCachedContent();
+  ++stats_.num_worker_losses;
+  MaybeCheckInvariants();
+}
+
+std::vector<RequestOutput> Scheduler::TakePendingOutputs() {
+  FOLIO_CHECK(!awaiting_update_);
+  std::vector<RequestOutput> outputs = std::move(pending_outputs_);
+  pending_outputs_.clear();
+  return outputs;
 }
 
 void Scheduler::ScheduleSwapped(StepPlan& plan, int32_t& budget, int32_t& seq_slots) {

@@ -22,6 +22,7 @@ struct SchedulerStats {
   int64_t num_steps = 0;
   int64_t num_preemptions_recompute = 0;
   int64_t num_preemptions_swap = 0;
+  int64_t num_worker_losses = 0;  // RequeueAfterWorkerLoss calls
   int64_t num_prompt_tokens = 0;      // prompt tokens of admitted requests
   int64_t num_generation_tokens = 0;  // tokens appended to sequences
   // Blocks given back because they fell out of every query's sliding window.
@@ -62,6 +63,19 @@ class Scheduler {
   // comes with the next Update(). False when there is no such live sequence
   // (finished meanwhile) or the request ranks its sequences.
   bool StopSequence(RequestId id, int32_t index);
+
+  // The workers lost every block's contents (a rank died or hung, mid-step
+  // or idle). Every running or swapped request is preempted by recompute: its
+  // tokens stay, its KV is computed again, and it resumes from the front of
+  // the queue -- unless this is its (max_requeues + 1)-th loss: then it
+  // finishes with kError and `cause`. The step in flight, if any, is dropped
+  // (no Update() follows it) and the prefix cache forgets every block.
+  // Finished requests' outputs come from TakePendingOutputs().
+  void RequeueAfterWorkerLoss(int32_t max_requeues, const std::string& cause);
+  // The final outputs of requests ended between steps (aborts, requeue
+  // failures), for an engine that is not stepping (Update() returns them
+  // otherwise). REQUIRES: no step awaiting its Update().
+  std::vector<RequestOutput> TakePendingOutputs();
 
   // REQUIRES: every Schedule() is followed by Update() before the next one.
   StepPlan Schedule();
@@ -135,6 +149,9 @@ class Scheduler {
               int32_t& budget, bool may_fail = false);
   AllocStatus CheckAdmission(Request& r, std::string* why);
   void Preempt(Request& victim, StepPlan& plan);
+  // Preemption by recompute of `r` (out of the running or swapped queue):
+  // frees its blocks, requeues it.
+  void RequeueForRecompute(Request& r);
   // The plan entry of work just committed (in plan order); advances the
   // sequence's computed tokens.
   void EmitPlanEntry(const Scheduled& s, StepPlan& plan);

@@ -16,7 +16,7 @@
 // allreduce_seconds).
 //
 // Thread-compatible: one thread (the rank's worker thread) calls a
-// communicator at a time.
+// communicator at a time; only Abort() may be called from any thread.
 
 #include <chrono>
 #include <cstdint>
@@ -49,6 +49,15 @@ class Communicator {
   absl::Status Barrier() {
     return Timed([&] { return DoBarrier(); });
   }
+
+  // Breaks the group so that a collective blocked on a peer (this rank's or
+  // any other's) returns an error promptly, and every later one fails: the
+  // worker calls it before it is initialized again, when a peer died or
+  // hung. Thread-safe, non-blocking, idempotent. The default does nothing:
+  // a communicator whose collectives cannot be woken from another thread
+  // relies on the peer's failure (a dead peer's closed sockets) or on its
+  // own timeout; the blocked collective still ends, only later.
+  virtual void Abort() {}
 
   double busy_seconds() const { return busy_seconds_; }
   void ResetBusySeconds() { busy_seconds_ = 0.0; }

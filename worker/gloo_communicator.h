@@ -10,6 +10,13 @@
 // absl::Status. After a failed collective the group should be considered
 // broken (a peer died or timed out).
 //
+// No Abort() (Communicator's default, which does nothing): Gloo's public API
+// cannot wake a collective in progress from another thread (the buffers it
+// waits on are internal to gloo::allreduce and friends, and
+// Context::closeConnections does not wake them). A collective blocked on a
+// peer still ends: at once when the peer process died (its sockets close),
+// after `timeout` when it hung.
+//
 // Thread-compatible: one thread calls a communicator at a time.
 
 #include <chrono>

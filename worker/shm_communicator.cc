@@ -284,6 +284,10 @@ float* ShmCommunicator::Slot(int phase, int32_t rank) const {
                                   index * options_.slot_bytes);
 }
 
+void ShmCommunicator::Abort() {
+  if (base_ != nullptr) Break();  // one rank: no group, nothing to wake
+}
+
 void ShmCommunicator::Break() {
   A(header_->broken).store(1, std::memory_order_seq_cst);
   FutexWake(&header_->generation);
@@ -291,7 +295,7 @@ void ShmCommunicator::Break() {
 
 absl::Status ShmCommunicator::Broken(const char* what) const {
   return absl::UnavailableError(absl::StrCat(
-      "shm ", what, ": the group is broken (a rank timed out, exited or left earlier)"));
+      "shm ", what, ": the group is broken (a rank timed out, exited, left or aborted earlier)"));
 }
 
 absl::Status ShmCommunicator::Arrive(const char* what, absl::Time deadline) {

@@ -30,10 +30,12 @@
 // a peer process that exited (checked every few ms while asleep, through
 // /proc/<pid>/stat when it shares our pid namespace) gives UNAVAILABLE at
 // once. Either breaks the group: every later collective on any rank returns
-// UNAVAILABLE.
+// UNAVAILABLE. So does Abort() (from any thread), which also wakes the
+// waiters at once.
 //
-// Thread-compatible: one thread calls a communicator at a time; the ranks'
-// communicators may live in different processes or threads.
+// Thread-compatible: one thread calls a communicator at a time (Abort()
+// excepted); the ranks' communicators may live in different processes or
+// threads.
 
 #include <cstdint>
 #include <memory>
@@ -91,6 +93,9 @@ class ShmCommunicator final : public Communicator {
   // The segment's name (already unlinked when Create returns; empty for one
   // rank); for tests.
   const std::string& segment_name() const { return name_; }
+
+  // Breaks the group for every rank and wakes its waiters (UNAVAILABLE).
+  void Abort() override;
 
  protected:
   absl::Status DoAllReduceSum(float* data, int64_t count) override;

@@ -46,49 +46,79 @@ WorkerService::~WorkerService() { Close(absl::Seconds(5)); }
 grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
                                        const v1::InitializeRequest* request,
                                        v1::InitializeResponse* response) {
+  bool again = false;
   {
     absl::MutexLock lock(&mu_);
-    if (state_ != State::kNew || initializing_) {
-      return Precondition("Initialize was called already");
+    if (state_ == State::kClosed) {
+      return {grpc::StatusCode::UNAVAILABLE, "the worker is shutting down"};
     }
+    if (initializing_) return Precondition("Initialize is running already");
     initializing_ = true;
+    again = state_ != State::kNew;
   }
-  auto done = [&](State next) {
+  grpc::Status status = again ? ToGrpc(Unload()) : grpc::Status::OK;
+  if (status.ok()) status = Load(*request, response);
+  absl::MutexLock lock(&mu_);
+  initializing_ = false;
+  return status;
+}
+
+absl::Status WorkerService::Unload() {
+  std::unique_ptr<ModelWorker> worker;
+  std::unique_ptr<Communicator> comm;
+  {
     absl::MutexLock lock(&mu_);
-    initializing_ = false;
-    if (state_ == State::kNew) state_ = next;
-  };
-  const uint32_t world = request->world_size() == 0 ? 1 : request->world_size();
-  if (request->rank() >= world) {
-    done(State::kNew);
+    // A step blocked in a collective on the failed peer would otherwise wait
+    // for its timeout; the peers of the old group fail their steps too.
+    if (comm_ != nullptr) comm_->Abort();
+    auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return state_ == State::kClosed || (!in_flight_ && !stream_open_);
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&ended), options_.collective_timeout)) {
+      return absl::UnavailableError(absl::StrCat(
+          "the previous step is still running or its Step stream is still open after ",
+          absl::FormatDuration(options_.collective_timeout),
+          "; cancel the Step stream and call Initialize again"));
+    }
+    if (state_ == State::kClosed) return absl::UnavailableError("the worker is shutting down");
+    worker = std::move(worker_);
+    comm = std::move(comm_);
+    state_ = State::kNew;
+    std::fprintf(stderr,
+                 "folio-worker rank %u: initializing again (the scheduler is rebuilding the "
+                 "group)\n",
+                 rank_);
+  }
+  worker.reset();  // frees the cache (it uses comm)
+  comm.reset();    // leaves the old group
+  return absl::OkStatus();
+}
+
+grpc::Status WorkerService::Load(const v1::InitializeRequest& request,
+                                 v1::InitializeResponse* response) {
+  const uint32_t world = request.world_size() == 0 ? 1 : request.world_size();
+  if (request.rank() >= world) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
-            absl::StrCat("rank ", request->rank(), " is not below world_size ", world)};
+            absl::StrCat("rank ", request.rank(), " is not below world_size ", world)};
   }
-  absl::StatusOr<DeviceSpec> device = ParseDevice(request->device());
-  if (!device.ok()) {
-    done(State::kNew);
-    return ToGrpc(device.status());
-  }
-  if (!device->is_cuda() && request->dtype() == v1::DTYPE_FLOAT16) {
-    done(State::kNew);
+  absl::StatusOr<DeviceSpec> device = ParseDevice(request.device());
+  if (!device.ok()) return ToGrpc(device.status());
+  if (!device->is_cuda() && request.dtype() == v1::DTYPE_FLOAT16) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "InitializeRequest.dtype FLOAT16: the CPU worker stores weights as float32 or bfloat16 "
             "(UNSPECIFIED computes an fp16 checkpoint in float32)"};
   }
-  if (device->is_cuda() && !request->quantization().empty()) {
-    done(State::kNew);
+  if (device->is_cuda() && !request.quantization().empty()) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
-            absl::StrCat("InitializeRequest.quantization \"", request->quantization(),
+            absl::StrCat("InitializeRequest.quantization \"", request.quantization(),
                          "\": weight-only quantization runs on the CPU worker only")};
   }
   if (device->is_cuda() && !options_.cuda_loader) {
-    done(State::kNew);
     return {grpc::StatusCode::FAILED_PRECONDITION,
-            absl::StrCat("InitializeRequest.device \"", request->device(),
+            absl::StrCat("InitializeRequest.device \"", request.device(),
                          "\": this folio-worker was built without CUDA (use device \"cpu\")")};
   }
-  if (world > 1 && request->rendezvous_address().empty()) {
-    done(State::kNew);
+  if (world > 1 && request.rendezvous_address().empty()) {
     return {grpc::StatusCode::INVALID_ARGUMENT, "world_size > 1 needs a rendezvous_address"};
   }
   std::unique_ptr<Communicator> comm;
@@ -98,19 +128,13 @@ grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
     CudaLoadOptions lo;
     lo.seed = options_.seed;
     lo.collective_timeout = options_.collective_timeout;
-    absl::StatusOr<LoadedWorker> loaded = options_.cuda_loader(*request, lo);
-    if (!loaded.ok()) {
-      done(State::kNew);
-      return ToGrpc(loaded.status());
-    }
+    absl::StatusOr<LoadedWorker> loaded = options_.cuda_loader(request, lo);
+    if (!loaded.ok()) return ToGrpc(loaded.status());
     comm = std::move(loaded->communicator);
     worker = std::move(loaded->worker);
   } else {
-    absl::StatusOr<std::unique_ptr<CpuWorker>> cpu = LoadCpuWorker(*request, world, &comm);
-    if (!cpu.ok()) {
-      done(State::kNew);
-      return ToGrpc(cpu.status());
-    }
+    absl::StatusOr<std::unique_ptr<CpuWorker>> cpu = LoadCpuWorker(request, world, &comm);
+    if (!cpu.ok()) return ToGrpc(cpu.status());
     worker = std::move(*cpu);
   }
   response->set_num_device_blocks(static_cast<uint32_t>(std::max(worker->DeviceBlocksThatFit(), 0)));
@@ -118,26 +142,23 @@ grpc::Status WorkerService::Initialize(grpc::ServerContext* context,
   response->set_block_bytes(static_cast<uint64_t>(worker->block_bytes()));
   response->set_vocab_size(static_cast<uint32_t>(worker->config().vocab_size));
   response->set_device_name(worker->device_name());
-  {
-    absl::MutexLock lock(&mu_);
-    if (state_ == State::kClosed) {
-      initializing_ = false;
-      return {grpc::StatusCode::UNAVAILABLE, "the worker is shutting down"};
-    }
-    comm_ = std::move(comm);
-    worker_ = std::move(worker);
-    rank_ = request->rank();
-    if (options_.metrics != nullptr) {
-      // The scheduler's name for the model, so dashboards join both processes' series.
-      std::string model = request->model_name();
-      if (model.empty()) {
-        std::vector<std::string> parts = absl::StrSplit(request->model_path(), '/', absl::SkipEmpty());
-        model = parts.empty() ? request->model_path() : parts.back();
-      }
-      options_.metrics->Bind(model, static_cast<int>(request->rank()));
-    }
+  absl::MutexLock lock(&mu_);
+  if (state_ == State::kClosed) {
+    return {grpc::StatusCode::UNAVAILABLE, "the worker is shutting down"};
   }
-  done(State::kLoaded);
+  comm_ = std::move(comm);
+  worker_ = std::move(worker);
+  rank_ = request.rank();
+  if (options_.metrics != nullptr) {
+    // The scheduler's name for the model, so dashboards join both processes' series.
+    std::string model = request.model_name();
+    if (model.empty()) {
+      std::vector<std::string> parts = absl::StrSplit(request.model_path(), '/', absl::SkipEmpty());
+      model = parts.empty() ? request.model_path() : parts.back();
+    }
+    options_.metrics->Bind(model, static_cast<int>(request.rank()));
+  }
+  state_ = State::kLoaded;
   return grpc::Status::OK;
 }
 
@@ -174,6 +195,7 @@ grpc::Status WorkerService::AllocateCache(grpc::ServerContext* context,
                                           const v1::AllocateCacheRequest* request,
                                           v1::AllocateCacheResponse* response) {
   absl::MutexLock lock(&mu_);
+  if (initializing_) return Precondition("AllocateCache while Initialize runs");
   if (state_ != State::kLoaded) {
     return Precondition(state_ == State::kReady ? "the cache is allocated already"
                                                 : "AllocateCache needs Initialize first");
@@ -287,16 +309,24 @@ void WorkerService::RunStep(const v1::StepPlan& proto, v1::StepResult* result) {
   }
 }
 
+grpc::Status WorkerService::StepRefusal() const {
+  if (state_ == State::kClosed) {
+    return {grpc::StatusCode::UNAVAILABLE, "the worker is shutting down"};
+  }
+  // A second Initialize waits for this stream to close: run no more plans.
+  if (initializing_ && state_ != State::kNew) {
+    return {grpc::StatusCode::UNAVAILABLE, "the worker is initializing again"};
+  }
+  if (state_ != State::kReady) return Precondition("Step needs Initialize and AllocateCache");
+  return grpc::Status::OK;
+}
+
 grpc::Status WorkerService::Step(grpc::ServerContext* context,
                                  grpc::ServerReaderWriter<v1::StepResult, v1::StepPlan>* stream) {
   uint32_t rank = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (state_ != State::kReady) {
-      return state_ == State::kClosed ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                                     "the worker is shutting down")
-                                      : Precondition("Step needs Initialize and AllocateCache");
-    }
+    if (grpc::Status refused = StepRefusal(); !refused.ok()) return refused;
     if (stream_open_) return {grpc::StatusCode::ABORTED, "a Step stream is open already"};
     stream_open_ = true;
     rank = rank_;
@@ -307,10 +337,8 @@ grpc::Status WorkerService::Step(grpc::ServerContext* context,
   while (stream->Read(&plan)) {
     {
       absl::MutexLock lock(&mu_);
-      if (state_ != State::kReady) {
-        status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker is shutting down");
-        break;
-      }
+      status = StepRefusal();
+      if (!status.ok()) break;
       in_flight_ = true;
     }
     result.Clear();

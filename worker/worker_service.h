@@ -14,12 +14,23 @@
 //                  so the scheduler must call Initialize on all ranks
 //                  concurrently; CUDA ranks join NCCL instead), and reports how many KV blocks fit in
 //                  kv_cache_bytes / swap_space_bytes.
+//                  Called again on a loaded or ready worker (the scheduler
+//                  rebuilding the group after a rank failed, with a new
+//                  rendezvous_prefix), it first aborts the current group (a
+//                  step blocked in a collective fails), waits up to
+//                  collective_timeout for the step in flight to end and the
+//                  Step stream to close (the scheduler cancels it; past that:
+//                  UNAVAILABLE, nothing changed but the aborted group), frees
+//                  the worker and the group, then loads as the first time.
+//                  Refused while another Initialize runs.
 //   AllocateCache  allocates both pools with the sizes the scheduler chose.
 //   Step           bidirectional stream: one StepResult per StepPlan, in
 //                  order. Rank 0 returns the samples; every rank returns
 //                  forward_seconds and allreduce_seconds. A plan that fails
 //                  (validation or execution) yields a StepResult carrying the
 //                  status, and the stream keeps serving. One stream at a time.
+//                  While Initialize runs again, the next plan ends the
+//                  stream (UNAVAILABLE).
 //   Shutdown       waits up to grace_seconds for the step in flight, frees the
 //                  cache, leaves the group, calls Options::on_shutdown (the
 //                  process then stops its server) and answers.
@@ -108,6 +119,15 @@ class WorkerService final : public v1::Worker::Service {
   // logs the choice to stderr.
   absl::StatusOr<std::unique_ptr<Communicator>> JoinGroup(const v1::InitializeRequest& request,
                                                           int32_t rank, int32_t world);
+  // Initialize from state kNew: checks the request, loads the worker, joins
+  // the group, fills `response`; kLoaded on success.
+  grpc::Status Load(const v1::InitializeRequest& request, v1::InitializeResponse* response);
+  // Back from kLoaded / kReady to kNew for a second Initialize: aborts the
+  // group, waits for the step in flight and the Step stream to end, frees
+  // the worker and the group.
+  absl::Status Unload();
+  // OK when a Step stream may run a plan now, else why not.
+  grpc::Status StepRefusal() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The CPU path of Initialize: joins the group (world > 1) into *comm,
   // then loads this rank's CpuWorker.
   absl::StatusOr<std::unique_ptr<CpuWorker>> LoadCpuWorker(const v1::InitializeRequest& request,
@@ -125,7 +145,8 @@ class WorkerService final : public v1::Worker::Service {
   bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
   uint32_t rank_ ABSL_GUARDED_BY(mu_) = 0;
   // Set by Initialize; used without mu_ by the one Step stream while
-  // in_flight_ (Close waits for it before freeing them).
+  // in_flight_ (Close and a second Initialize wait for it before freeing
+  // them; the latter may call comm_->Abort(), which is thread-safe, first).
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<ModelWorker> worker_;
 };

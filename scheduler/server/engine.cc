@@ -1,6 +1,7 @@
 #include "scheduler/server/engine.h"
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -167,6 +168,13 @@ void Engine::Loop() {
     }
     stopped.clear();
   };
+  // A lost worker group: the stop strings met in the last delivered step
+  // still apply to the requeued requests.
+  auto recover = [&](const absl::Status& cause) {
+    if (!RecoverWorkers(cause, &stopped)) return false;
+    abort_stopped();
+    return RebuildWorkers();
+  };
   while (true) {
     if (!scheduler_->HasUnfinishedRequests()) {
       // No next step to overlap with: deliver now (TakeWork may sleep next).
@@ -175,23 +183,26 @@ void Engine::Loop() {
       if (metrics != nullptr) metrics->Flush(/*force=*/true);
       PublishSnapshot();
     }
-    if (!TakeWork()) break;
+    bool check_health = false;
+    if (!TakeWork(/*wait=*/true, &check_health)) break;
+    if (check_health) {
+      if (absl::Status s = workers_->CheckHealth(); !s.ok() && !recover(s)) return;
+    }
     if (!scheduler_->HasUnfinishedRequests()) continue;
     const int64_t start_ns = metrics != nullptr ? NowNanos() : 0;
     const StepPlan plan = scheduler_->Schedule();
     if (absl::Status s = workers_->Begin(plan); !s.ok()) {
       deliver_pending();
-      FailAll(absl::Status(s.code(), absl::StrCat("worker step failed: ", s.message())));
-      return;
+      if (!recover(s)) return;
+      continue;
     }
     deliver_pending();  // overlaps the workers' forward pass
     // The delivered latencies and the gauges of the plan in flight.
     if (metrics != nullptr) metrics->Flush(/*force=*/false);
     absl::StatusOr<StepResult> result = workers_->Wait();
     if (!result.ok()) {
-      FailAll(absl::Status(result.status().code(),
-                           absl::StrCat("worker step failed: ", result.status().message())));
-      return;
+      if (!recover(result.status())) return;
+      continue;
     }
     absl::StatusOr<std::vector<RequestOutput>> outputs = scheduler_->Update(*result);
     if (!outputs.ok()) {
@@ -213,16 +224,22 @@ void Engine::Loop() {
   PublishSnapshot();
 }
 
-bool Engine::TakeWork() {
+bool Engine::TakeWork(bool wait, bool* check_health) {
   std::vector<Submitted> inbox;
   std::vector<RequestId> aborts;
   bool stopping;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] {
+    auto has_work = [&] {
       return stopping_ || !inbox_.empty() || !aborts_.empty() ||
              scheduler_->HasUnfinishedRequests();
-    });
+    };
+    const absl::Duration interval = options_.health_check_interval;
+    if (wait && interval > absl::ZeroDuration() && check_health != nullptr) {
+      *check_health = !cv_.wait_for(lock, absl::ToChronoNanoseconds(interval), has_work);
+    } else if (wait) {
+      cv_.wait(lock, has_work);
+    }
     inbox.swap(inbox_);
     moved_since_snapshot_.requests += in_inbox_.requests;
     moved_since_snapshot_.tokens += in_inbox_.tokens;
@@ -351,6 +368,76 @@ void Engine::FailAll(const absl::Status& status) {
   PublishSnapshot();
 }
 
+bool Engine::RecoverWorkers(const absl::Status& cause, std::vector<StoppedByText>* stopped) {
+  const absl::Status failure(cause.code(), absl::StrCat("worker step failed: ", cause.message()));
+  if (!workers_->CanRebuild()) {
+    FailAll(failure);
+    return false;
+  }
+  const bool fail = options_.on_worker_failure == WorkerFailurePolicy::kFail;
+  std::fprintf(stderr,
+               "folio-scheduler: the worker group failed (%s); %s %d running and %d swapped "
+               "request(s), rebuilding the group\n",
+               std::string(cause.message()).c_str(), fail ? "failing" : "requeueing",
+               scheduler_->num_running(), scheduler_->num_swapped());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rebuilding_ = true;
+  }
+  if (options_.on_serving_changed) options_.on_serving_changed(false, failure);
+  scheduler_->RequeueAfterWorkerLoss(fail ? 0 : options_.max_requeues,
+                                     std::string(failure.message()));
+  if (options_.metrics != nullptr) options_.metrics->RecordWorkerFailure();
+  DeliverBetweenSteps(stopped);
+  return true;
+}
+
+void Engine::DeliverBetweenSteps(std::vector<StoppedByText>* stopped) {
+  const int64_t now_ns = NowNanos();
+  for (const RequestOutput& output : scheduler_->TakePendingOutputs()) {
+    Deliver(output, now_ns, stopped);
+  }
+  if (options_.metrics != nullptr) options_.metrics->Flush(/*force=*/true);
+  PublishSnapshot();
+}
+
+bool Engine::RebuildWorkers() {
+  const absl::Time start = absl::Now();
+  absl::Duration backoff = options_.rebuild_backoff_initial;
+  std::vector<StoppedByText> stopped;  // nothing streams while rebuilding
+  std::string last_error;
+  for (int attempt = 1;; ++attempt) {
+    // Requests keep arriving and leaving: queue them, end the aborted ones.
+    const bool go_on = TakeWork(/*wait=*/false);
+    DeliverBetweenSteps(&stopped);
+    if (!go_on) return false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return false;
+    }
+    absl::Status s = workers_->Rebuild();
+    if (s.ok()) break;
+    if (std::string(s.message()) != last_error) {  // once per new reason, not per attempt
+      last_error = std::string(s.message());
+      std::fprintf(stderr, "folio-scheduler: rebuilding the worker group (attempt %d): %s\n",
+                   attempt, last_error.c_str());
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, absl::ToChronoNanoseconds(backoff), [&] {
+      return stopping_ || !aborts_.empty();
+    });
+    backoff = std::min(backoff * 2, options_.rebuild_backoff_max);
+  }
+  std::fprintf(stderr, "folio-scheduler: the worker group is rebuilt (%s); serving again\n",
+               absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1))).c_str());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rebuilding_ = false;
+  }
+  if (options_.on_serving_changed) options_.on_serving_changed(true, absl::OkStatus());
+  return true;
+}
+
 void Engine::PublishSnapshot() {
   EngineSnapshot snap;
   snap.num_steps = scheduler_->stats().num_steps;
@@ -402,7 +489,7 @@ bool Engine::FailureFree() const {
 
 bool Engine::healthy() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return failure_.ok() && !stopping_;
+  return failure_.ok() && !stopping_ && !rebuilding_;
 }
 
 EngineSnapshot Engine::Snapshot() const {

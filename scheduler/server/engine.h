@@ -37,6 +37,12 @@ class GenerateSink {
   virtual void OnError(absl::Status status) = 0;
 };
 
+// What the engine does with running requests when its worker group fails.
+enum class WorkerFailurePolicy {
+  kRequeue,  // preempt them by recompute; they resume once the group is rebuilt
+  kFail,     // end them at once with the error
+};
+
 // Point-in-time figures of the engine, refreshed after every step.
 struct EngineSnapshot {
   int64_t num_steps = 0;
@@ -66,9 +72,25 @@ class Engine {
     // Updated by the engine thread every step; not owned, must outlive the
     // engine. Null: no metrics.
     SchedulerMetrics* metrics = nullptr;
-    // Called once, on the engine thread, when the worker group fails and the
-    // engine stops serving (e.g. to turn the health status NOT_SERVING).
+    // Called once, on the engine thread, when the worker group fails and
+    // cannot be rebuilt (in-process groups): the engine stops serving.
     std::function<void(const absl::Status&)> on_failure;
+    // A group that can rebuild (WorkerGroup::Rebuild) is rebuilt after a
+    // failed step or idle health check, retried with backoff while requests
+    // keep queueing. Its running and swapped requests are requeued by
+    // recompute (kRequeue; one lost a (max_requeues + 1)-th time fails) or
+    // fail at once (kFail); waiting ones stay queued either way.
+    WorkerFailurePolicy on_worker_failure = WorkerFailurePolicy::kRequeue;
+    int32_t max_requeues = 2;
+    absl::Duration rebuild_backoff_initial = absl::Milliseconds(200);
+    absl::Duration rebuild_backoff_max = absl::Seconds(5);
+    // How often idle workers are health-checked (WorkerGroup::CheckHealth),
+    // so a rank that dies while nothing runs is noticed before the next
+    // request. Zero: never.
+    absl::Duration health_check_interval = absl::Seconds(2);
+    // Called on the engine thread when a failure stops serving for a
+    // rebuild (false, with the cause) and when serving resumes (true).
+    std::function<void(bool serving, const absl::Status& cause)> on_serving_changed;
     // Overload bounds on requests not yet running (queued in the engine or
     // the scheduler) and on their prompt tokens: beyond either, Submit is
     // RESOURCE_EXHAUSTED. 0 = no bound.
@@ -112,7 +134,8 @@ class Engine {
   // "token_ids[i]" for an id outside the model's vocabulary. Thread-safe.
   absl::StatusOr<std::string> Detokenize(std::span<const TokenId> ids,
                                          bool skip_special_tokens) const;
-  // False once the worker group has failed: the engine serves nothing more.
+  // False while the worker group is rebuilt, and for good once it has
+  // failed beyond repair or the engine is shutting down.
   bool healthy() const;
   EngineSnapshot Snapshot() const;
   // After Shutdown(): OK when every KV block is back in its pool and the
@@ -137,7 +160,9 @@ class Engine {
   absl::Status CheckOverload(int64_t prompt_tokens) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
   // Moves the inbox into the scheduler; false when the loop should exit.
-  bool TakeWork();
+  // With `wait`, first sleeps until there is work (or, idle, until the next
+  // health check is due: then *check_health is set).
+  bool TakeWork(bool wait = true, bool* check_health = nullptr);
   void Admit(Submitted submitted);
   // What stop strings ended: a sequence (index >= 0) for the caller to stop
   // in the scheduler, or every sequence (index -1) to abort the request.
@@ -154,6 +179,14 @@ class Engine {
   void RecordOutput(RequestStream& stream, const RequestOutput& output, int64_t now_ns);
   // Stops serving after a worker failure: every live request ends with an error.
   void FailAll(const absl::Status& status);
+  // A failed step or health check. Requeues (or fails) what ran and
+  // rebuilds the group; false when the loop must end (shutting down, or a
+  // group that cannot rebuild: then every request has failed).
+  bool RecoverWorkers(const absl::Status& cause, std::vector<StoppedByText>* stopped);
+  // Retries Rebuild() with backoff, admitting and aborting meanwhile;
+  // false when shut down first.
+  bool RebuildWorkers();
+  void DeliverBetweenSteps(std::vector<StoppedByText>* stopped);
   void Forget(RequestId id, const std::string& public_id);
   void PublishSnapshot();
   // No worker failure so far (after one, the scheduler's state is abandoned).
@@ -187,6 +220,7 @@ class Engine {
   absl::flat_hash_map<RequestId, std::shared_ptr<GenerateSink>> sinks_ ABSL_GUARDED_BY(mu_);
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool rebuilding_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   EngineSnapshot snapshot_ ABSL_GUARDED_BY(mu_);

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/plan_proto.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 
 namespace folio {
@@ -48,30 +50,59 @@ absl::Status RemoteWorkerGroup::Start() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options_.max_message_bytes);
   args.SetMaxSendMessageSize(options_.max_message_bytes);
-  // Workers start alongside the scheduler: retry the connection quickly
-  // rather than with gRPC's default backoff (1 s growing to 120 s).
+  // Workers start alongside the scheduler (and again after a crash): retry
+  // the connection quickly rather than with gRPC's default backoff (1 s
+  // growing to 120 s).
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   ranks_.resize(n);
   for (size_t r = 0; r < n; ++r) {
     ranks_[r].address = options_.addresses[r];
-    auto channel = grpc::CreateCustomChannel(options_.addresses[r],
-                                             grpc::InsecureChannelCredentials(), args);
-    if (!channel->WaitForConnected(Deadline(options_.connect_timeout))) {
+    ranks_[r].channel = grpc::CreateCustomChannel(options_.addresses[r],
+                                                  grpc::InsecureChannelCredentials(), args);
+    if (!ranks_[r].channel->WaitForConnected(Deadline(options_.connect_timeout))) {
       return absl::UnavailableError(absl::StrCat("worker rank ", r, " at ", options_.addresses[r],
                                                  ": not reachable within ",
                                                  absl::FormatDuration(options_.connect_timeout)));
     }
-    ranks_[r].stub = v1::Worker::NewStub(channel);
+    ranks_[r].stub = v1::Worker::NewStub(ranks_[r].channel);
   }
 
-  // All ranks at once: they meet in the collective group during Initialize.
+  absl::StatusOr<std::vector<v1::InitializeResponse>> init =
+      InitializeAll(options_.initialize.rendezvous_prefix());
+  if (!init.ok()) return init.status();
+  num_device_blocks_ = INT32_MAX;
+  num_host_blocks_ = INT32_MAX;
+  for (const v1::InitializeResponse& resp : *init) {
+    num_device_blocks_ = std::min<int32_t>(num_device_blocks_, static_cast<int32_t>(resp.num_device_blocks()));
+    num_host_blocks_ = std::min<int32_t>(num_host_blocks_, static_cast<int32_t>(resp.num_host_blocks()));
+  }
+  if (options_.max_device_blocks > 0) num_device_blocks_ = std::min(num_device_blocks_, options_.max_device_blocks);
+  if (options_.max_host_blocks >= 0) num_host_blocks_ = std::min(num_host_blocks_, options_.max_host_blocks);
+  vocab_size_ = static_cast<int32_t>((*init)[0].vocab_size());
+  block_bytes_ = (*init)[0].block_bytes();
+  device_name_ = (*init)[0].device_name();
+  if (num_device_blocks_ <= 0) {
+    return absl::ResourceExhaustedError(
+        "the KV cache budget holds no block on some worker rank: raise the KV cache memory");
+  }
+  if (absl::Status s = AllocateAll(); !s.ok()) return s;
+  if (absl::Status s = OpenStreams(); !s.ok()) return s;
+  forward_seconds_.assign(n, 0.0);
+  allreduce_seconds_.assign(n, 0.0);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::InitializeResponse>> RemoteWorkerGroup::InitializeAll(
+    const std::string& rendezvous_prefix) {
+  const size_t n = ranks_.size();
   std::vector<v1::InitializeResponse> init(n);
   absl::Status s = ForEachRank(n, [&](size_t r) {
     v1::InitializeRequest request = options_.initialize;
     request.set_rank(static_cast<uint32_t>(r));
     request.set_world_size(static_cast<uint32_t>(n));
+    request.set_rendezvous_prefix(rendezvous_prefix);
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline(options_.initialize_timeout));
     grpc::Status st = ranks_[r].stub->Initialize(&ctx, request, &init[r]);
@@ -79,23 +110,11 @@ absl::Status RemoteWorkerGroup::Start() {
                    : FromGrpc(st, absl::StrCat("initializing worker rank ", r, " at ", ranks_[r].address));
   });
   if (!s.ok()) return s;
+  return init;
+}
 
-  num_device_blocks_ = INT32_MAX;
-  num_host_blocks_ = INT32_MAX;
-  for (const v1::InitializeResponse& resp : init) {
-    num_device_blocks_ = std::min<int32_t>(num_device_blocks_, static_cast<int32_t>(resp.num_device_blocks()));
-    num_host_blocks_ = std::min<int32_t>(num_host_blocks_, static_cast<int32_t>(resp.num_host_blocks()));
-  }
-  if (options_.max_device_blocks > 0) num_device_blocks_ = std::min(num_device_blocks_, options_.max_device_blocks);
-  if (options_.max_host_blocks >= 0) num_host_blocks_ = std::min(num_host_blocks_, options_.max_host_blocks);
-  vocab_size_ = static_cast<int32_t>(init[0].vocab_size());
-  device_name_ = init[0].device_name();
-  if (num_device_blocks_ <= 0) {
-    return absl::ResourceExhaustedError(
-        "the KV cache budget holds no block on some worker rank: raise the KV cache memory");
-  }
-
-  s = ForEachRank(n, [&](size_t r) {
+absl::Status RemoteWorkerGroup::AllocateAll() {
+  return ForEachRank(ranks_.size(), [&](size_t r) {
     v1::AllocateCacheRequest request;
     request.set_num_device_blocks(static_cast<uint32_t>(num_device_blocks_));
     request.set_num_host_blocks(static_cast<uint32_t>(num_host_blocks_));
@@ -106,10 +125,11 @@ absl::Status RemoteWorkerGroup::Start() {
     return st.ok() ? absl::OkStatus()
                    : FromGrpc(st, absl::StrCat("allocating the cache on worker rank ", r));
   });
-  if (!s.ok()) return s;
+}
 
+absl::Status RemoteWorkerGroup::OpenStreams() {
   // Open every rank's Step stream on the queue and wait for the starts.
-  for (size_t r = 0; r < n; ++r) {
+  for (size_t r = 0; r < ranks_.size(); ++r) {
     ranks_[r].step_context = std::make_unique<grpc::ClientContext>();
     ranks_[r].step_stream =
         ranks_[r].stub->AsyncStep(ranks_[r].step_context.get(), &cq_, Tag(Op::kStart, r));
@@ -122,9 +142,120 @@ absl::Status RemoteWorkerGroup::Start() {
                                                   ": could not open the Step stream"));
     return broken_;
   }
-  forward_seconds_.assign(n, 0.0);
-  allreduce_seconds_.assign(n, 0.0);
   return absl::OkStatus();
+}
+
+void RemoteWorkerGroup::CloseBrokenStreams() {
+  CancelAll();
+  grpc::Status ignored;  // the streams are over either way
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    Rank& rank = ranks_[r];
+    if (rank.step_stream == nullptr) continue;
+    rank.step_stream->Finish(&ignored, Tag(Op::kClose, r));
+    rank.pending = 1;
+  }
+  Drain(absl::InfiniteFuture());  // cancelled calls finish promptly
+  for (Rank& rank : ranks_) {
+    rank.step_stream.reset();
+    rank.step_context.reset();
+  }
+}
+
+absl::Status RemoteWorkerGroup::Rebuild() {
+  if (shut_down_) return absl::FailedPreconditionError("the worker group is shut down");
+  if (step_in_flight_) return absl::FailedPreconditionError("Rebuild with a step in flight");
+  CloseBrokenStreams();
+  broken_ = absl::UnavailableError("the worker group is being rebuilt");
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    if (!ranks_[r].channel->WaitForConnected(Deadline(options_.reconnect_timeout))) {
+      return absl::UnavailableError(absl::StrCat("worker rank ", r, " at ", ranks_[r].address,
+                                                 ": not reachable"));
+    }
+  }
+  // A fresh prefix per generation: the old group's keys stay in the store.
+  ++generation_;
+  absl::StatusOr<std::vector<v1::InitializeResponse>> init = InitializeAll(
+      absl::StrCat(options_.initialize.rendezvous_prefix(), "rebuild-", generation_, "/"));
+  if (!init.ok()) return init.status();
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    const v1::InitializeResponse& resp = (*init)[r];
+    std::string why;
+    if (static_cast<int32_t>(resp.vocab_size()) != vocab_size_ || resp.block_bytes() != block_bytes_) {
+      why = absl::StrCat("another model or tensor-parallel layout (vocab ", resp.vocab_size(),
+                         ", ", resp.block_bytes(), " bytes per block; the group serves vocab ",
+                         vocab_size_, ", ", block_bytes_, ")");
+    } else if (static_cast<int32_t>(resp.num_device_blocks()) < num_device_blocks_ ||
+               static_cast<int32_t>(resp.num_host_blocks()) < num_host_blocks_) {
+      why = absl::StrCat("room for ", resp.num_device_blocks(), " device and ",
+                         resp.num_host_blocks(), " host blocks; the scheduler's pools hold ",
+                         num_device_blocks_, " and ", num_host_blocks_);
+    }
+    if (!why.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker rank ", r, " at ", ranks_[r].address, " came back with ", why, ": refused"));
+    }
+  }
+  if (absl::Status s = AllocateAll(); !s.ok()) return s;
+  broken_ = absl::OkStatus();
+  return OpenStreams();
+}
+
+absl::Status RemoteWorkerGroup::CheckHealth() {
+  if (!broken_.ok()) return broken_;
+  // grpc.health.v1.Health/Check with an empty HealthCheckRequest (service
+  // ""), whose serialized form is empty; SERVING comes back as field 1 = 1.
+  const absl::Duration timeout = options_.step_timeout_min / 2;
+  return ForEachRank(ranks_.size(), [&](size_t r) {
+    grpc::GenericStub stub(ranks_[r].channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline(timeout));
+    grpc::Slice empty;
+    grpc::ByteBuffer request(&empty, 1), response;  // a default ByteBuffer is no message
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                   &response, [&](grpc::Status st) { done.set_value(std::move(st)); });
+    const grpc::Status st = done.get_future().get();
+    std::vector<grpc::Slice> slices;
+    std::string body;
+    if (st.ok() && response.Dump(&slices).ok()) {
+      for (const grpc::Slice& slice : slices) {
+        body.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      }
+    }
+    if (st.ok() && body == std::string("\x08\x01", 2)) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(
+        "worker rank ", r, " at ", ranks_[r].address, ": health check failed: ",
+        st.ok() ? "not serving" : st.error_message()));
+  });
+}
+
+void RemoteWorkerGroup::RecordStepTime(double seconds, int64_t tokens) {
+  const double per_token = seconds / static_cast<double>(std::max<int64_t>(tokens, 1));
+  if (recent_step_seconds_.size() < kStepHistory) {
+    recent_step_seconds_.push_back(seconds);
+    recent_seconds_per_token_.push_back(per_token);
+    return;
+  }
+  recent_step_seconds_[next_history_] = seconds;
+  recent_seconds_per_token_[next_history_] = per_token;
+  next_history_ = (next_history_ + 1) % kStepHistory;
+}
+
+absl::Duration RemoteWorkerGroup::StepTimeout(const StepPlan& plan) const {
+  constexpr size_t kMinMeasured = 4;  // before that: the ceiling
+  if (recent_step_seconds_.size() < kMinMeasured) return options_.step_timeout;
+  int64_t prefill_tokens = 0;
+  for (const ScheduledSequence& s : plan.scheduled) {
+    prefill_tokens += static_cast<int64_t>(s.token_ids.size()) - 1;
+  }
+  const double k = options_.step_timeout_multiple;
+  const double slowest = *std::max_element(recent_step_seconds_.begin(), recent_step_seconds_.end());
+  const double per_token =
+      *std::max_element(recent_seconds_per_token_.begin(), recent_seconds_per_token_.end());
+  const absl::Duration timeout =
+      std::max(options_.step_timeout_min, absl::Seconds(k * slowest)) +
+      absl::Seconds(k * per_token * static_cast<double>(prefill_tokens));
+  return std::min(timeout, options_.step_timeout);
 }
 
 RemoteWorkerGroup::~RemoteWorkerGroup() { Shutdown(); }
@@ -212,7 +343,10 @@ absl::Status RemoteWorkerGroup::Begin(const StepPlan& plan) {
   }
   step_in_flight_ = true;
   begun_step_id_ = plan.step_id;
-  begun_deadline_ = absl::Now() + options_.step_timeout;
+  begun_at_ = absl::Now();
+  begun_tokens_ = plan.num_scheduled_tokens;
+  begun_timeout_ = StepTimeout(plan);
+  begun_deadline_ = begun_at_ + begun_timeout_;
   return absl::OkStatus();
 }
 
@@ -224,8 +358,8 @@ absl::StatusOr<StepResult> RemoteWorkerGroup::Wait() {
   if (done.timed_out) {
     broken_ = absl::DeadlineExceededError(
         absl::StrCat("a worker rank did not finish step ", step_id, " within ",
-                     absl::FormatDuration(options_.step_timeout), " (",
-                     ranks_.size(), " ranks, first at ", ranks_[0].address, ")"));
+                     absl::FormatDuration(begun_timeout_), " (its deadline; ", ranks_.size(),
+                     " rank(s), first at ", ranks_[0].address, ")"));
     return broken_;
   }
   if (done.failed_rank >= 0) {
@@ -233,6 +367,7 @@ absl::StatusOr<StepResult> RemoteWorkerGroup::Wait() {
     return broken_;
   }
 
+  RecordStepTime(absl::ToDoubleSeconds(absl::Now() - begun_at_), begun_tokens_);
   // Every rank answered: check them all before trusting rank 0's samples.
   StepResult result;
   for (size_t r = 0; r < ranks_.size(); ++r) {

@@ -25,9 +25,11 @@ namespace folio {
 // step deadline is the wait's deadline), so a round trip costs one network
 // hop each way, not N sequential writes and thread hand-offs.
 //
-// Every call has a deadline. A step that overruns, or a rank whose stream
-// breaks, cancels the streams: the step fails and so does every later one
-// (the worker processes must be restarted). A rank that reports a failed
+// Every call has a deadline. A step's adapts to the work (StepTimeout). A
+// step that overruns, or a rank whose stream breaks, cancels the streams:
+// the step fails and so does every later one until Rebuild() has
+// reconnected to every rank (restarted processes, or survivors initialized
+// again) and formed a new collective group. A rank that reports a failed
 // plan (a status in its StepResult) fails only that step.
 // Thread-compatible: one thread calls Execute().
 class RemoteWorkerGroup final : public WorkerGroup {
@@ -38,7 +40,16 @@ class RemoteWorkerGroup final : public WorkerGroup {
     v1::InitializeRequest initialize;
     absl::Duration connect_timeout = absl::Seconds(120);  // workers may still be starting
     absl::Duration initialize_timeout = absl::Minutes(10);  // loading a large model
+    // A step's deadline: step_timeout_multiple x the slowest recent step
+    // (at least step_timeout_min), plus as much again per prefill token at
+    // the slowest recent seconds per token, so a long prompt is not taken
+    // for a hang; never above step_timeout (also the deadline until a few
+    // steps have been measured).
     absl::Duration step_timeout = absl::Minutes(10);
+    absl::Duration step_timeout_min = absl::Seconds(10);
+    double step_timeout_multiple = 10.0;
+    // Rebuild(): how long one attempt waits for a rank to accept a connection.
+    absl::Duration reconnect_timeout = absl::Seconds(2);
     int max_message_bytes = 64 << 20;  // as the workers (kMaxWorkerMessageBytes)
     // Caps on the pools (0 = whatever fits on every rank), like vLLM's
     // num_gpu_blocks_override: small pools for tests and experiments.
@@ -57,6 +68,17 @@ class RemoteWorkerGroup final : public WorkerGroup {
   // them (the step deadline counts from Begin).
   absl::Status Begin(const StepPlan& plan) override;
   absl::StatusOr<StepResult> Wait() override;
+  // Closes the broken streams, reconnects to every rank, initializes them
+  // all again under a fresh rendezvous prefix, allocates caches of the
+  // sizes chosen at Connect and opens new streams. FAILED_PRECONDITION for
+  // a rank that comes back with another model or fewer blocks; UNAVAILABLE
+  // while a rank is unreachable. One attempt; the caller retries.
+  bool CanRebuild() const override { return true; }
+  absl::Status Rebuild() override;
+  // grpc.health.v1 Check on every rank (deadline step_timeout_min / 2).
+  absl::Status CheckHealth() override;
+  // The deadline Begin(plan) would give a step of `plan`.
+  absl::Duration StepTimeout(const StepPlan& plan) const;
 
   // Closes the step streams and asks every rank to exit. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(10));
@@ -76,6 +98,7 @@ class RemoteWorkerGroup final : public WorkerGroup {
 
   struct Rank {
     std::string address;
+    std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<v1::Worker::Stub> stub;
     std::unique_ptr<grpc::ClientContext> step_context;
     std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::StepPlan, v1::StepResult>> step_stream;
@@ -85,6 +108,16 @@ class RemoteWorkerGroup final : public WorkerGroup {
 
   explicit RemoteWorkerGroup(const Options& options) : options_(options) {}
   absl::Status Start();
+  // Initialize on every rank at once (they meet in the collective group);
+  // `rendezvous_prefix` names this generation of the group.
+  absl::StatusOr<std::vector<v1::InitializeResponse>> InitializeAll(
+      const std::string& rendezvous_prefix);
+  absl::Status AllocateAll();
+  absl::Status OpenStreams();
+  // Cancels and finishes every open Step stream (after a failure).
+  void CloseBrokenStreams();
+  // Recent step durations and seconds per scheduled token, for StepTimeout.
+  void RecordStepTime(double seconds, int64_t tokens);
   static void* Tag(Op op, size_t rank);
   // Waits until no operation is outstanding on any stream. Past `deadline`
   // every stream is cancelled (cancelled operations complete promptly).
@@ -107,7 +140,16 @@ class RemoteWorkerGroup final : public WorkerGroup {
   int32_t num_device_blocks_ = 0;
   int32_t num_host_blocks_ = 0;
   int32_t vocab_size_ = 0;
+  uint64_t block_bytes_ = 0;  // rank 0's, at Connect: a rebuilt rank must match
   std::string device_name_;
+  int32_t generation_ = 0;  // rebuilds so far
+  static constexpr int kStepHistory = 64;
+  std::vector<double> recent_step_seconds_, recent_seconds_per_token_;  // rings
+  size_t next_history_ = 0;
+  absl::Time begun_at_;
+  int64_t begun_prefill_tokens_ = 0;
+  int64_t begun_tokens_ = 0;
+  absl::Duration begun_timeout_;
   std::vector<double> forward_seconds_, allreduce_seconds_;
   bool shut_down_ = false;
   // The step between Begin and Wait.

@@ -174,6 +174,9 @@ v1::GenerateResponse RequestStream::MakeFinished(const RequestOutput* output) {
       s.reason = failed ? FinishReason::kError : FinishReason::kAbort;
       if (failed) s.error = output->error;
     }
+    if (s.reason == FinishReason::kError && s.error.empty() && output != nullptr) {
+      s.error = output->error;  // the scheduler ended it with an error (a lost worker)
+    }
     v1::SequenceFinish* f = finished->add_sequences();
     f->set_index(static_cast<uint32_t>(i));
     f->set_reason(ToProtoFinishReason(s.reason));

@@ -87,7 +87,11 @@ struct Settings {
   bool enable_prefix_caching = true;
   std::string metrics_host;   // default: host
   int64_t metrics_port = -1;  // -1: the default, 9400; 0: no metrics
-  double step_timeout_s = 600;
+  double step_timeout_s = 600;      // the ceiling of a step's adaptive deadline
+  double step_timeout_min_s = 10;   // its floor
+  std::string on_worker_failure = "requeue";
+  int64_t max_requeues = 2;
+  double health_check_interval_s = 2;
   double connect_timeout_s = 120;
   std::string api_key;       // FOLIO_API_KEY
   std::string api_key_file;
@@ -118,11 +122,20 @@ class WithoutPlugins final : public grpc::ServerBuilderOption {
 
 // The serving status of every server's grpc.health.v1 (the client port's
 // and the --health-port's): one state, set on all.
+// Readiness is the server's overall status (service ""); liveness is the
+// service "liveness", SERVING from the start while the process can recover.
 class HealthStatus {
  public:
-  void Add(grpc::Server& server) { services_.push_back(server.GetHealthCheckService()); }
+  static constexpr char kLiveness[] = "liveness";
+  void Add(grpc::Server& server) {
+    services_.push_back(server.GetHealthCheckService());
+    services_.back()->SetServingStatus(kLiveness, true);
+  }
   void Set(bool serving) const {
-    for (grpc::HealthCheckServiceInterface* s : services_) s->SetServingStatus(serving);
+    for (grpc::HealthCheckServiceInterface* s : services_) s->SetServingStatus("", serving);
+  }
+  void SetLive(bool live) const {
+    for (grpc::HealthCheckServiceInterface* s : services_) s->SetServingStatus(kLiveness, live);
   }
 
  private:
@@ -268,7 +281,20 @@ int Run(int argc, char** argv) {
                "defaults of unset sampling fields: auto (the model's generation_config.json), "
                "none, or a directory holding a generation_config.json");
   flags.Bool("enable-prefix-caching", &s.enable_prefix_caching, "reuse cached prompt blocks");
-  flags.Double("step-timeout-s", &s.step_timeout_s, "a step running longer fails the workers");
+  flags.Double("step-timeout-s", &s.step_timeout_s,
+               "the longest a step may run before its workers count as hung (the ceiling of "
+               "its deadline, which adapts: see --step-timeout-min-s)");
+  flags.Double("step-timeout-min-s", &s.step_timeout_min_s,
+               "a step's deadline is 10x the slowest recent step, at least this, plus an "
+               "allowance per prefill token");
+  flags.String("on-worker-failure", &s.on_worker_failure,
+               "when a worker rank dies or hangs: requeue (running requests wait and resume "
+               "once the group is rebuilt) or fail (they end with the error); the group is "
+               "rebuilt either way");
+  flags.Int("max-requeues", &s.max_requeues,
+            "a request requeued by this many worker failures fails at the next one");
+  flags.Double("health-check-interval-s", &s.health_check_interval_s,
+               "how often idle workers are health-checked; 0 = never");
   flags.Double("connect-timeout-s", &s.connect_timeout_s, "wait this long for workers to start");
   flags.String("metrics-host", &s.metrics_host, "address of the Prometheus endpoint (default: --host)");
   flags.Int("metrics-port", &s.metrics_port,
@@ -440,6 +466,23 @@ int Run(int argc, char** argv) {
   if (!batching.ok()) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("--batching '", s.batching, "': expected continuous or static")));
+  }
+  if (s.on_worker_failure != "requeue" && s.on_worker_failure != "fail") {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--on-worker-failure '", s.on_worker_failure, "': expected requeue or fail")));
+  }
+  if (s.max_requeues < 0 || s.max_requeues > 1000) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--max-requeues must be in [0, 1000], got ", s.max_requeues)));
+  }
+  if (!(s.step_timeout_min_s > 0) || !(s.step_timeout_s >= s.step_timeout_min_s)) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--step-timeout-min-s must be > 0 and at most --step-timeout-s (got ",
+        s.step_timeout_min_s, " and ", s.step_timeout_s, ")")));
+  }
+  if (!(s.health_check_interval_s >= 0)) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--health-check-interval-s must be >= 0, got ", s.health_check_interval_s)));
   }
   if (s.max_waiting_requests < 0 || s.max_waiting_requests > INT32_MAX) {
     return fail(absl::InvalidArgumentError(absl::StrCat(
@@ -634,6 +677,7 @@ int Run(int argc, char** argv) {
     init.set_rendezvous_prefix(absl::StrCat("folio-", absl::ToUnixNanos(absl::Now()), "/"));
   }
   wo.step_timeout = absl::Seconds(s.step_timeout_s);
+  wo.step_timeout_min = absl::Seconds(s.step_timeout_min_s);
   wo.max_device_blocks = static_cast<int32_t>(s.num_device_blocks);
   wo.max_host_blocks = static_cast<int32_t>(s.num_host_blocks);
   wo.connect_timeout = absl::Seconds(s.connect_timeout_s);
@@ -656,6 +700,10 @@ int Run(int argc, char** argv) {
   eo.scheduler.max_num_seqs = static_cast<int32_t>(s.max_num_seqs);
   eo.max_waiting_requests = static_cast<int32_t>(s.max_waiting_requests);
   eo.max_waiting_tokens = s.max_waiting_tokens;
+  eo.on_worker_failure =
+      s.on_worker_failure == "fail" ? WorkerFailurePolicy::kFail : WorkerFailurePolicy::kRequeue;
+  eo.max_requeues = static_cast<int32_t>(s.max_requeues);
+  eo.health_check_interval = absl::Seconds(s.health_check_interval_s);
   eo.scheduler.max_num_batched_tokens = static_cast<int32_t>(s.max_num_batched_tokens);
   eo.scheduler.enable_prefix_caching = s.enable_prefix_caching;
   eo.scheduler.preemption_mode = *preemption;
@@ -698,12 +746,15 @@ int Run(int argc, char** argv) {
   limits.max_model_len = *served_len;
   limits.eos_token_ids = model->eos_token_ids;
   limits.sampling_defaults = *sampling_defaults;
-  // A failed worker group ends serving: probes see NOT_SERVING (Kubernetes
-  // restarts the pod), and new requests get UNAVAILABLE.
+  // While the worker group is rebuilt, readiness is NOT_SERVING (traffic
+  // goes elsewhere) and liveness stays SERVING (Kubernetes keeps the pod and
+  // its queue). A failure beyond repair ends both: the pod is restarted.
+  eo.on_serving_changed = [health](bool serving, const absl::Status&) { health.Set(serving); };
   eo.on_failure = [health](const absl::Status& status) {
     std::fprintf(stderr, "folio-scheduler: the workers failed, no longer serving: %s\n",
                  std::string(status.message()).c_str());
     health.Set(false);
+    health.SetLive(false);
   };
   absl::StatusOr<std::unique_ptr<Engine>> created =
       Engine::Create(eo, std::move(*tokenizer), limits, std::move(*workers));

@@ -119,6 +119,10 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry, const Options
   auto& preemptions = counter("folio_preemptions_total", "Requests preempted, by mode.");
   preemptions_swap_ = &preemptions.Add({{"model", model}, {"mode", "swap"}});
   preemptions_recompute_ = &preemptions.Add({{"model", model}, {"mode", "recompute"}});
+  worker_failures_ = &counter("folio_worker_failures_total",
+                              "Worker group failures: a rank died, hung past its step "
+                              "deadline or failed an idle health check.")
+                          .Add({{"model", model}});
   window_released_ = &counter("folio_kv_cache_window_released_blocks_total",
                               "Device KV blocks given back because they fell out of every "
                               "query's sliding window (models windowed on every layer).")
@@ -224,6 +228,8 @@ void SchedulerMetrics::RecordStep(const Scheduler& scheduler, int32_t num_schedu
   step_duration_hist_->Observe(step_seconds);
   step_tokens_hist_->Observe(num_scheduled_tokens);
 }
+
+void SchedulerMetrics::RecordWorkerFailure() { worker_failures_->Increment(); }
 
 void SchedulerMetrics::RecordFinished(FinishReason reason, double e2e_seconds) {
   prometheus::Counter* c = success_[static_cast<size_t>(reason)];

@@ -12,6 +12,8 @@
 //   folio_kv_cache_fragmentation_ratio                    gauge, device pool
 //   folio_requests_running / _waiting / _swapped          gauges
 //   folio_preemptions_total{mode=swap|recompute}          counter
+//   folio_worker_failures_total                           counter: worker group
+//                         failures (a rank died, hung or failed a health check)
 //   folio_kv_cache_window_released_blocks_total           counter: device blocks
 //                         given back as they fell out of a sliding window
 //   folio_prefix_cache_queries_total / _hits_total        counters, in tokens
@@ -93,6 +95,7 @@ class SchedulerMetrics {
   void RecordInterToken(double seconds) { itl_.Observe(seconds); }
   // A request's end (its Finished message), `e2e_seconds` after submission.
   void RecordFinished(FinishReason reason, double e2e_seconds);
+  void RecordWorkerFailure();
   // Publishes the latency observations gathered since the last publication
   // when `force` or refresh_interval_s of step time has passed. Call once
   // per step, after its outputs were delivered; force when no request is
@@ -136,6 +139,7 @@ class SchedulerMetrics {
   prometheus::Counter* preemptions_swap_ = nullptr;
   prometheus::Counter* preemptions_recompute_ = nullptr;
   prometheus::Counter* window_released_ = nullptr;
+  prometheus::Counter* worker_failures_ = nullptr;
   prometheus::Counter* prefix_queries_ = nullptr;
   prometheus::Counter* prefix_hits_ = nullptr;
   prometheus::Counter* prompt_tokens_ = nullptr;

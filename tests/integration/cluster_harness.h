@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "folio/v1/generation.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 
 namespace folio::testing_util {
@@ -45,6 +47,7 @@ class Cluster {
   struct Options {
     int tensor_parallel_size = 1;
     std::vector<std::string> scheduler_flags;  // extra flags
+    std::vector<std::string> worker_flags;     // extra flags of every rank
     std::string model_dir = std::string(FOLIO_SOURCE_DIR) + "/models/folio-demo";
   };
 
@@ -56,11 +59,12 @@ class Cluster {
     for (int r = 0; r < tp; ++r) {
       const int port = FreePort();
       addresses.push_back(absl::StrCat("127.0.0.1:", port));
-      // One kernel thread per worker: the tests share two cores.
-      workers_.push_back(Spawn({std::string(FOLIO_BIN_DIR) + "/folio-worker", "--rank",
-                                std::to_string(r), "--port", std::to_string(port),
-                                "--metrics-port", "0"},
-                               {"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"}));
+      std::vector<std::string> args = {std::string(FOLIO_BIN_DIR) + "/folio-worker", "--rank",
+                                       std::to_string(r), "--port", std::to_string(port),
+                                       "--metrics-port", "0"};
+      args.insert(args.end(), options.worker_flags.begin(), options.worker_flags.end());
+      worker_args_.push_back(args);
+      workers_.push_back(Spawn(args, kWorkerEnv));
     }
     port_ = FreePort();
     std::vector<std::string> args = {std::string(FOLIO_BIN_DIR) + "/folio-scheduler",
@@ -74,8 +78,8 @@ class Cluster {
     channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
     channel_args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
     channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-    stub_ = v1::Generation::NewStub(
-        grpc::CreateCustomChannel(address(), grpc::InsecureChannelCredentials(), channel_args));
+    channel_ = grpc::CreateCustomChannel(address(), grpc::InsecureChannelCredentials(), channel_args);
+    stub_ = v1::Generation::NewStub(channel_);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (std::chrono::steady_clock::now() < deadline) {
       int status;
@@ -123,6 +127,39 @@ class Cluster {
     Kill(workers_[r]);
     workers_[r] = -1;
   }
+  // Starts rank r again, as `folio serve` or Kubernetes would.
+  void RestartWorker(int r) {
+    if (workers_[r] > 0) Kill(workers_[r]);
+    workers_[r] = Spawn(worker_args_[r], kWorkerEnv);
+  }
+  // SIGSTOP / SIGCONT of rank r: a hung process.
+  void PauseWorker(int r) { kill(workers_[r], SIGSTOP); }
+  pid_t worker_pid(int r) const { return workers_[r]; }
+
+  // The scheduler's grpc.health.v1 status of `service` ("" = readiness):
+  // true for SERVING, false for anything else or no answer within 2 s.
+  bool Serving(const std::string& service = "") {
+    // The request holds the service name as field 1 (empty: no bytes);
+    // SERVING comes back as field 1 = 1.
+    std::string request_bytes;
+    if (!service.empty()) {
+      request_bytes = std::string(1, '\x0a') + static_cast<char>(service.size()) + service;
+    }
+    grpc::Slice slice(request_bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::GenericStub generic(channel_);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                      &response, [&](grpc::Status st) { done.set_value(std::move(st)); });
+    if (!done.get_future().get().ok()) return false;
+    std::vector<grpc::Slice> slices;
+    if (!response.Dump(&slices).ok()) return false;
+    std::string body;
+    for (const grpc::Slice& s : slices) body.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    return body == std::string("\x08\x01", 2);
+  }
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   v1::Generation::Stub& stub() { return *stub_; }
@@ -155,9 +192,15 @@ class Cluster {
     waitpid(pid, &status, 0);
   }
 
+  // One kernel thread per worker: the tests share two cores.
+  inline static const std::vector<std::string> kWorkerEnv = {
+      "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"};
+
   pid_t scheduler_ = -1;
   std::vector<pid_t> workers_;
+  std::vector<std::vector<std::string>> worker_args_;
   int port_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Generation::Stub> stub_;
   v1::ModelInfo info_;
 };

@@ -4,7 +4,8 @@
 //  - greedy streams reproduce reference.json (what `folio run` reproduces)
 //    at every tensor-parallel size;
 //  - 64 concurrent streams with mixed lengths, n > 1 and beam search;
-//  - abort and client cancellation mid-stream;
+//  - abort and client cancellation mid-stream (worker failures:
+//    worker_failure_test.cc);
 //  - a KV pool too small for the load (swap and recompute) gives the same
 //    outputs as an ample one, greedy and seeded.
 // Every test ends with Stop(): the scheduler exits 0 only when every KV
@@ -17,13 +18,20 @@
 #include <vector>
 
 #include "cluster_harness.h"
+#include "generation_client.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {
 namespace {
 
+using testing_util::Accumulate;
 using testing_util::Cluster;
+using testing_util::Generate;
+using testing_util::Greedy;
+using testing_util::Output;
+using testing_util::RunConcurrently;
+using testing_util::Seeded;
 
 constexpr int kMaxTokens = 24;
 
@@ -43,84 +51,6 @@ std::vector<ReferenceCase> LoadReference() {
                      c.at("logprobs").get<std::vector<double>>()});
   }
   return cases;
-}
-
-struct Output {
-  grpc::Status status;
-  std::string request_id;
-  std::vector<std::vector<int32_t>> tokens;  // per sequence
-  std::vector<std::vector<float>> logprobs;
-  std::vector<std::string> texts;
-  std::vector<v1::FinishReason> reasons;
-  bool finished = false;
-  int chunks = 0;
-};
-
-void Accumulate(const v1::GenerateResponse& r, Output& out) {
-  out.request_id = r.request_id();
-  auto grow = [&](size_t i) {
-    if (out.tokens.size() <= i) {
-      out.tokens.resize(i + 1);
-      out.logprobs.resize(i + 1);
-      out.texts.resize(i + 1);
-      out.reasons.resize(i + 1);
-    }
-  };
-  if (r.has_chunk()) {
-    ++out.chunks;
-    for (const v1::SequenceDelta& d : r.chunk().deltas()) {
-      grow(d.index());
-      out.tokens[d.index()].insert(out.tokens[d.index()].end(), d.token_ids().begin(), d.token_ids().end());
-      for (const auto& lp : d.logprobs()) out.logprobs[d.index()].push_back(lp.logprob());
-      out.texts[d.index()] += d.text();
-    }
-  } else if (r.has_finished()) {
-    out.finished = true;
-    for (const v1::SequenceFinish& f : r.finished().sequences()) {
-      grow(f.index());
-      out.reasons[f.index()] = f.reason();
-    }
-  }
-}
-
-Output Generate(v1::Generation::Stub& stub, const v1::GenerateRequest& request) {
-  Output out;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(300));
-  auto reader = stub.Generate(&ctx, request);
-  v1::GenerateResponse r;
-  while (reader->Read(&r)) Accumulate(r, out);
-  out.status = reader->Finish();
-  return out;
-}
-
-v1::GenerateRequest Greedy(const std::string& prompt, int max_tokens) {
-  v1::GenerateRequest r;
-  r.set_text(prompt);
-  r.mutable_sampling_params()->set_temperature(0);
-  r.mutable_sampling_params()->set_max_tokens(max_tokens);
-  r.mutable_sampling_params()->set_ignore_eos(true);
-  return r;
-}
-
-v1::GenerateRequest Seeded(const std::string& prompt, int max_tokens, uint64_t seed) {
-  v1::GenerateRequest r = Greedy(prompt, max_tokens);
-  r.mutable_sampling_params()->set_temperature(0.9f);
-  r.mutable_sampling_params()->set_top_p(0.95f);
-  r.mutable_sampling_params()->set_seed(seed);
-  return r;
-}
-
-// Runs every request on its own client thread, all at once.
-std::vector<Output> RunConcurrently(v1::Generation::Stub& stub,
-                                    const std::vector<v1::GenerateRequest>& requests) {
-  std::vector<Output> outputs(requests.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    threads.emplace_back([&, i] { outputs[i] = Generate(stub, requests[i]); });
-  }
-  for (std::thread& t : threads) t.join();
-  return outputs;
 }
 
 class TensorParallelTest : public ::testing::TestWithParam<int> {};
@@ -249,31 +179,6 @@ TEST(ClusterTest, AbortAndCancellationMidStream) {
   ASSERT_TRUE(after.status.ok());
   EXPECT_EQ(after.tokens[0].size(), 4u);
   EXPECT_EQ(cluster.Stop(), 0) << "folio-scheduler failed or leaked KV blocks";
-}
-
-// A worker process dies mid-stream: the stream ends with an error (not a
-// hang), and the cluster refuses new work instead of serving wrong tokens.
-TEST(ClusterTest, AWorkerCrashEndsStreamsWithAnError) {
-  Cluster cluster;
-  Cluster::Options options;
-  options.tensor_parallel_size = 2;
-  options.scheduler_flags = {"--step-timeout-s", "30"};
-  ASSERT_EQ(cluster.Start(options), "");
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  auto reader = cluster.stub().Generate(&ctx, Greedy("In the beginning", 5000));
-  Output out;
-  v1::GenerateResponse r;
-  ASSERT_TRUE(reader->Read(&r));
-  Accumulate(r, out);
-  cluster.KillWorker(1);
-  while (reader->Read(&r)) Accumulate(r, out);
-  EXPECT_TRUE(reader->Finish().ok());
-  ASSERT_TRUE(out.finished);
-  EXPECT_EQ(out.reasons[0], v1::FINISH_REASON_ERROR);
-  const Output after = Generate(cluster.stub(), Greedy("And God said", 4));
-  EXPECT_EQ(after.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(cluster.Stop(), 0);
 }
 
 // The same greedy and seeded outputs from an ample pool and from a pool far

@@ -61,11 +61,10 @@ class LocalCluster:
         self.port = free_port()
         self.http_port = free_port() if http else 0
         worker_ports = [free_port() for _ in range(tensor_parallel_size)]
-        env = dict(os.environ, **WORKER_ENV)
-        self.workers = [
-            subprocess.Popen([os.path.join(BIN_DIR, "folio-worker"), "--rank", str(r), "--port",
-                              str(p), "--metrics-port", "0"], env=env, stdout=subprocess.DEVNULL)
-            for r, p in enumerate(worker_ports)]
+        self._worker_env = dict(os.environ, **WORKER_ENV)
+        self._worker_args = [[os.path.join(BIN_DIR, "folio-worker"), "--rank", str(r), "--port",
+                              str(p), "--metrics-port", "0"] for r, p in enumerate(worker_ports)]
+        self.workers = [self._spawn_worker(r) for r in range(tensor_parallel_size)]
         self._log = open(log_path, "w")
         self.scheduler = subprocess.Popen(
             [os.path.join(BIN_DIR, "folio-scheduler"), "--model", model_dir,
@@ -73,6 +72,18 @@ class LocalCluster:
              "--workers", ",".join(f"127.0.0.1:{p}" for p in worker_ports),
              "--metrics-port", "0", "--http-port", str(self.http_port), *scheduler_flags],
             env=dict(os.environ, **(scheduler_env or {})), stderr=self._log)
+
+    def _spawn_worker(self, rank):
+        return subprocess.Popen(self._worker_args[rank], env=self._worker_env,
+                                stdout=subprocess.DEVNULL)
+
+    def restart_worker(self, rank):
+        """Starts rank `rank` again (killing it first if it runs), as `folio serve`
+        or Kubernetes would after a crash."""
+        if self.workers[rank].poll() is None:
+            self.workers[rank].kill()
+        self.workers[rank].wait()
+        self.workers[rank] = self._spawn_worker(rank)
 
     @property
     def address(self):

@@ -4,10 +4,11 @@
 // every rank (1 element, odd counts, counts over one slot), gathers, barriers,
 // thousands of collectives in a row (both phases reused), a peer that never
 // comes or stops calling (DEADLINE_EXCEEDED within the timeout), a peer
-// process that dies (UNAVAILABLE long before the timeout), and no segment
-// left in /dev/shm. Then tensor parallelism over it: logits bit-identical to
-// LocalCommunicator's (same summation order) and within 1e-4 of one rank,
-// and the same greedy tokens as one rank through a real Scheduler.
+// process that dies or an Abort() from another thread (UNAVAILABLE long
+// before the timeout), and no segment left in /dev/shm. Then tensor
+// parallelism over it: logits bit-identical to LocalCommunicator's (same
+// summation order) and within 1e-4 of one rank, and the same greedy tokens
+// as one rank through a real Scheduler.
 
 #include "worker/shm_communicator.h"
 
@@ -268,6 +269,34 @@ TEST(ShmCommunicatorTest, PeerThatStopsCallingIsDeadlineExceededThenBroken) {
   EXPECT_EQ(comms[0]->Barrier().code(), absl::StatusCode::kUnavailable);
   s = comms[1]->GatherToRank0(x, 5, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+}
+
+// Abort() from another thread (the worker initialized again) wakes a rank
+// waiting for a peer that never comes, long before the timeout, and breaks
+// the group for every rank.
+TEST(ShmCommunicatorTest, AbortFromAnotherThreadEndsAWaitingCollective) {
+  auto comms = ThreadGroup(2, kSmallSlot, absl::Seconds(60));
+  ASSERT_TRUE(comms[1] != nullptr);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    comms[0]->Abort();
+  });
+  float x[5] = {1, 2, 3, 4, 5};
+  const auto start = Clock::now();
+  absl::Status s = comms[0]->AllReduceSum(x, 5);  // rank 1 never calls
+  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  aborter.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("aborted"), std::string::npos) << s;
+  EXPECT_LT(waited, 5.0);
+  EXPECT_EQ(comms[1]->AllReduceSum(x, 5).code(), absl::StatusCode::kUnavailable);
+  comms[1]->Abort();  // idempotent
+  EXPECT_EQ(comms[0]->Barrier().code(), absl::StatusCode::kUnavailable);
+  // One rank: nothing to break.
+  auto alone = ThreadGroup(1, kSmallSlot);
+  ASSERT_TRUE(alone[0] != nullptr);
+  alone[0]->Abort();
+  EXPECT_TRUE(alone[0]->AllReduceSum(x, 5).ok());
 }
 
 TEST(ShmCommunicatorTest, PeerProcessThatDiesIsUnavailableBeforeTheTimeout) {
