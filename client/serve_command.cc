@@ -3,8 +3,9 @@
 // this binary; forwards flags it does not know to folio-scheduler. A worker
 // that crashes is started again after a backoff (the scheduler requeues its
 // requests and reconnects); one that crashes too often stops the cluster.
-// Ctrl-C (or SIGTERM) stops the scheduler first — it ends every stream and
-// tells the workers to exit — then anything still running.
+// Ctrl-C stops the scheduler first — it ends every stream and tells the
+// workers to exit — then anything still running. SIGTERM lets the scheduler
+// drain its requests first (--drain-timeout-s); a second signal cuts it short.
 
 #include <sched.h>
 #include <signal.h>
@@ -117,14 +118,43 @@ bool WaitFor(pid_t pid, std::chrono::milliseconds timeout, int* status) {
   }
 }
 
-void Stop(pid_t pid, std::chrono::milliseconds grace) {
+// Sends `sig`, then SIGKILL after `grace`. A SIGINT or SIGTERM that reaches
+// this process meanwhile (`signals`, blocked) is passed on as SIGINT: the
+// user's second Ctrl-C cuts a scheduler's drain short.
+void Stop(pid_t pid, int sig, std::chrono::milliseconds grace, const sigset_t* signals = nullptr) {
   int status;
   if (waitpid(pid, &status, WNOHANG) != 0) return;  // already gone
-  kill(pid, SIGTERM);
-  if (!WaitFor(pid, grace, &status)) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
+  kill(pid, sig);
+  const auto end = std::chrono::steady_clock::now() + grace;
+  while (!WaitFor(pid, std::chrono::milliseconds(20), &status)) {
+    if (std::chrono::steady_clock::now() >= end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return;
+    }
+    const timespec poll = {0, 0};
+    if (signals != nullptr) {
+      const int got = sigtimedwait(signals, nullptr, &poll);
+      if (got == SIGINT || got == SIGTERM) kill(pid, SIGINT);
+    }
   }
+}
+
+// The scheduler's --drain-timeout-s among the flags passed on to it
+// (its default, 30, when absent or unreadable: the scheduler refuses those).
+std::chrono::milliseconds DrainTimeout(const std::vector<std::string>& scheduler_args) {
+  double seconds = 30;
+  for (size_t i = 0; i < scheduler_args.size(); ++i) {
+    const std::string& a = scheduler_args[i];
+    std::string value;
+    if (a == "--drain-timeout-s" && i + 1 < scheduler_args.size()) value = scheduler_args[i + 1];
+    if (a.rfind("--drain-timeout-s=", 0) == 0) value = a.substr(std::strlen("--drain-timeout-s="));
+    double parsed = 0;
+    if (!value.empty() && absl::SimpleAtod(value, &parsed) && parsed >= 0 && parsed <= 86400) {
+      seconds = parsed;
+    }
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
 // "exited with status 1", "was killed by signal 9".
@@ -241,14 +271,17 @@ std::optional<Ending> OnExit(pid_t pid, int status, pid_t& scheduler, std::vecto
 // crashed workers meanwhile. `signals` are blocked and waited for here only,
 // so a pending restart never delays Ctrl-C.
 Ending Supervise(const sigset_t& signals, pid_t& scheduler, std::vector<Worker>& workers,
-                 const std::vector<std::string>& worker_env, const RestartPolicy& policy) {
+                 const std::vector<std::string>& worker_env, const RestartPolicy& policy,
+                 int* stop_signal) {
   while (true) {
     RestartDue(workers, worker_env);
     const std::optional<timespec> wait = TimeToNextRestart(workers);
     const int sig = wait ? sigtimedwait(&signals, nullptr, &*wait) : sigwaitinfo(&signals, nullptr);
     if (sig < 0) continue;  // EAGAIN: a restart is due; EINTR
     if (sig != SIGCHLD) {
-      std::fprintf(stderr, "folio serve: stopping\n");
+      std::fprintf(stderr, "folio serve: stopping%s\n",
+                   sig == SIGTERM ? " (SIGTERM: the scheduler drains its requests first)" : "");
+      *stop_signal = sig;
       return Ending::kSignal;
     }
     // One SIGCHLD may stand for several exits.
@@ -390,16 +423,24 @@ int ServeMain(int argc, char** argv) {
   args.insert(args.end(), scheduler_args.begin(), scheduler_args.end());
   pid_t scheduler = Spawn(args, {});
 
-  const Ending ending = Supervise(signals, scheduler, workers, worker_env, policy);
+  int stop_signal = SIGINT;
+  const Ending ending = Supervise(signals, scheduler, workers, worker_env, policy, &stop_signal);
   // A worker that exits cleanly first was told to by the scheduler, which is
   // about to say why (a model the workers cannot load): let it finish.
   if (ending == Ending::kWorkerToldToStop && scheduler > 0) {
     int status = 0;
     if (WaitFor(scheduler, std::chrono::seconds(5), &status)) scheduler = -1;
   }
-  if (scheduler > 0) Stop(scheduler, std::chrono::seconds(15));
+  // SIGTERM is passed on (the scheduler drains, then stops the workers);
+  // anything else stops it at once.
+  if (scheduler > 0) {
+    const bool drain = ending == Ending::kSignal && stop_signal == SIGTERM;
+    Stop(scheduler, drain ? SIGTERM : SIGINT,
+         std::chrono::seconds(15) + (drain ? DrainTimeout(scheduler_args) : std::chrono::milliseconds(0)),
+         &signals);
+  }
   for (const Worker& w : workers) {
-    if (w.pid > 0) Stop(w.pid, std::chrono::seconds(10));
+    if (w.pid > 0) Stop(w.pid, SIGTERM, std::chrono::seconds(10));
   }
   return ending == Ending::kSignal ? 0 : 1;
 }

@@ -75,6 +75,11 @@ void Engine::Shutdown() {
   if (loop_.joinable()) loop_.join();
 }
 
+void Engine::StopAccepting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  draining_ = true;
+}
+
 absl::StatusOr<std::string> Engine::Submit(const v1::GenerateRequest& request,
                                            std::shared_ptr<GenerateSink> sink) {
   absl::StatusOr<ParsedRequest> parsed = ParseGenerateRequest(request, *tokenizer_, limits_);
@@ -87,6 +92,10 @@ absl::StatusOr<std::string> Engine::Submit(const v1::GenerateRequest& request,
       return absl::UnavailableError(absl::StrCat("the engine has stopped: ", failure_.message()));
     }
     if (stopping_) return absl::UnavailableError("the engine is shutting down");
+    if (draining_) {
+      return absl::UnavailableError(
+          "the server is shutting down (draining the requests it has); retry on another replica");
+    }
     if (absl::Status overload = CheckOverload(static_cast<int64_t>(parsed->spec.prompt.size()));
         !overload.ok()) {
       return overload;
@@ -489,7 +498,7 @@ bool Engine::FailureFree() const {
 
 bool Engine::healthy() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return failure_.ok() && !stopping_ && !rebuilding_;
+  return failure_.ok() && !stopping_ && !rebuilding_ && !draining_;
 }
 
 EngineSnapshot Engine::Snapshot() const {

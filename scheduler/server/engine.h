@@ -112,6 +112,9 @@ class Engine {
   // Aborts every live request (their streams end with FINISH_REASON_ABORT),
   // finishes the step in flight and joins the loop thread. Idempotent.
   void Shutdown();
+  // The first half of a graceful shutdown: new requests get UNAVAILABLE
+  // ("draining"), live ones go on (WaitIdle tells when they are done).
+  void StopAccepting();
 
   // Validates and queues a request; returns its id. INVALID_ARGUMENT naming
   // the field; ALREADY_EXISTS for the id of a live request; UNAVAILABLE when
@@ -135,7 +138,7 @@ class Engine {
   absl::StatusOr<std::string> Detokenize(std::span<const TokenId> ids,
                                          bool skip_special_tokens) const;
   // False while the worker group is rebuilt, and for good once it has
-  // failed beyond repair or the engine is shutting down.
+  // failed beyond repair or the engine is draining or shutting down.
   bool healthy() const;
   EngineSnapshot Snapshot() const;
   // After Shutdown(): OK when every KV block is back in its pool and the
@@ -221,6 +224,7 @@ class Engine {
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool rebuilding_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   EngineSnapshot snapshot_ ABSL_GUARDED_BY(mu_);

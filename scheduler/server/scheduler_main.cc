@@ -92,6 +92,7 @@ struct Settings {
   std::string on_worker_failure = "requeue";
   int64_t max_requeues = 2;
   double health_check_interval_s = 2;
+  double drain_timeout_s = 30;
   double connect_timeout_s = 120;
   std::string api_key;       // FOLIO_API_KEY
   std::string api_key_file;
@@ -295,6 +296,10 @@ int Run(int argc, char** argv) {
             "a request requeued by this many worker failures fails at the next one");
   flags.Double("health-check-interval-s", &s.health_check_interval_s,
                "how often idle workers are health-checked; 0 = never");
+  flags.Double("drain-timeout-s", &s.drain_timeout_s,
+               "on SIGTERM: NOT_SERVING and new requests refused at once, the live ones may "
+               "finish for this long, then the rest are aborted (a second SIGTERM, or SIGINT, "
+               "stops at once); 0 = abort at once");
   flags.Double("connect-timeout-s", &s.connect_timeout_s, "wait this long for workers to start");
   flags.String("metrics-host", &s.metrics_host, "address of the Prometheus endpoint (default: --host)");
   flags.Int("metrics-port", &s.metrics_port,
@@ -350,17 +355,25 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGTERM (Kubernetes, `folio serve`) drains for --drain-timeout-s;
+  // SIGINT (Ctrl-C) or a second signal stops at once.
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   bool stop = false;
+  bool drain = false;
+  std::atomic<bool> stop_now{false};
   std::atomic<bool> ready{false};
   std::thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (!ready.load()) std::_Exit(128 + sig);
-    std::lock_guard<std::mutex> lock(stop_mu);
-    stop = true;
-    stop_cv.notify_all();
+    for (int received = 0;; ++received) {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      if (!ready.load()) std::_Exit(128 + sig);
+      std::lock_guard<std::mutex> lock(stop_mu);
+      if (received == 0) drain = sig == SIGTERM;
+      if (received > 0 || sig != SIGTERM) stop_now = true;
+      stop = true;
+      stop_cv.notify_all();
+    }
   }).detach();
 
   // Every HTTP stream and gRPC call holds a descriptor: take what the hard
@@ -479,6 +492,10 @@ int Run(int argc, char** argv) {
     return fail(absl::InvalidArgumentError(absl::StrCat(
         "--step-timeout-min-s must be > 0 and at most --step-timeout-s (got ",
         s.step_timeout_min_s, " and ", s.step_timeout_s, ")")));
+  }
+  if (!(s.drain_timeout_s >= 0 && s.drain_timeout_s <= 86400)) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--drain-timeout-s must be in [0, 86400], got ", s.drain_timeout_s)));
   }
   if (!(s.health_check_interval_s >= 0)) {
     return fail(absl::InvalidArgumentError(absl::StrCat(
@@ -783,9 +800,27 @@ int Run(int argc, char** argv) {
     std::unique_lock<std::mutex> lock(stop_mu);
     stop_cv.wait(lock, [&] { return stop; });
   }
-  std::fprintf(stderr, "folio-scheduler: shutting down\n");
   health.Set(false);
-  engine->Shutdown();  // every live stream ends with FINISH_REASON_ABORT
+  if (drain && s.drain_timeout_s > 0) {
+    engine->StopAccepting();
+    const EngineSnapshot at_start = engine->Snapshot();
+    std::fprintf(stderr,
+                 "folio-scheduler: SIGTERM: draining %d live request(s) for up to %gs (a second "
+                 "signal stops at once)\n",
+                 at_start.num_live_requests, s.drain_timeout_s);
+    const absl::Time deadline = absl::Now() + absl::Seconds(s.drain_timeout_s);
+    bool idle = false;
+    while (!(idle = engine->WaitIdle(absl::Milliseconds(100))) && !stop_now &&
+           absl::Now() < deadline) {
+    }
+    if (!idle) {
+      std::fprintf(stderr, "folio-scheduler: %s; aborting the %d request(s) left\n",
+                   stop_now ? "stopping at once" : "the drain timeout passed",
+                   engine->Snapshot().num_live_requests);
+    }
+  }
+  std::fprintf(stderr, "folio-scheduler: shutting down\n");
+  engine->Shutdown();  // every live stream left ends with FINISH_REASON_ABORT
   // The HTTP streams end as well ("abort", then [DONE]); give them a moment to leave.
   if (http_server != nullptr) http_server->Stop(absl::Seconds(1));
   if (openai != nullptr) openai->set_engine(nullptr);

@@ -104,12 +104,13 @@ class Cluster {
     for (pid_t w : workers_) Kill(w);
   }
 
-  // SIGTERM to the scheduler (it ends every stream, checks that every KV
-  // block is back and stops the workers). Returns its exit status, or -1.
+  // SIGINT to the scheduler (it ends every stream at once, checks that
+  // every KV block is back and stops the workers; SIGTERM would drain
+  // first). Returns its exit status, or -1.
   int Stop() {
     if (scheduler_ <= 0) return -1;
     stub_.reset();
-    kill(scheduler_, SIGTERM);
+    kill(scheduler_, SIGINT);
     int status = 0;
     const bool exited = WaitExit(scheduler_, std::chrono::seconds(30), &status);
     scheduler_ = -1;

@@ -100,13 +100,14 @@ class LocalCluster:
         """Polls probe() (true once the scheduler serves) with a deadline."""
         return wait_until(probe, timeout, "folio-scheduler serving", alive=self.alive)
 
-    def stop(self):
-        """SIGTERM to the scheduler (it ends every stream, checks that every KV
-        block is back and stops the workers); its exit status."""
+    def stop(self, sig=signal.SIGINT, timeout=30):
+        """SIGINT to the scheduler (it ends every stream at once, checks that every
+        KV block is back and stops the workers; SIGTERM would let the streams
+        finish first, for --drain-timeout-s); its exit status."""
         if self.scheduler.poll() is None:
-            self.scheduler.send_signal(signal.SIGTERM)
+            self.scheduler.send_signal(sig)
         try:
-            code = self.scheduler.wait(timeout=30)
+            code = self.scheduler.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.scheduler.kill()
             code = self.scheduler.wait()
