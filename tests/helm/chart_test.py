@@ -33,6 +33,12 @@ RELEASE = "rel"
 NAMESPACE = "serving"
 
 
+
+def scheduler_probe(probe, port):
+    """The scheduler's gRPC probe: readiness and start-up ask for the server's status,
+    liveness for the "liveness" service (SERVING while the worker group is rebuilt)."""
+    return {"port": port, "service": "liveness"} if probe == "livenessProbe" else {"port": port}
+
 def helm_template(*args, check=True):
     cmd = [HELM, "template", RELEASE, CHART, "--namespace", NAMESPACE, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -193,7 +199,7 @@ class DefaultValues(unittest.TestCase):
         self.assertEqual(ports, {"grpc": 50051, "http": 8000, "metrics": 9400})
         # Plaintext: the probes call the client port (health needs no API key).
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            self.assertEqual(c[probe]["grpc"], {"port": int(flag_value(c["args"], "--port"))},
+            self.assertEqual(c[probe]["grpc"], scheduler_probe(probe, int(flag_value(c["args"], "--port"))),
                              probe)
         for flag in ("--health-port", "--tls-cert", "--tls-key", "--tls-client-ca"):
             self.assertIsNone(flag_value(c["args"], flag), flag)
@@ -219,6 +225,19 @@ class DefaultValues(unittest.TestCase):
         for k, v in d.items():
             self.assertRegex(k, r"^FOLIO_[A-Z0-9_]+$")
             self.assertIsInstance(v, str)
+        # Worker failures and shutdown.
+        self.assertEqual(d["FOLIO_ON_WORKER_FAILURE"], "requeue")
+        self.assertEqual(d["FOLIO_MAX_REQUEUES"], "2")
+        self.assertEqual(d["FOLIO_STEP_TIMEOUT_MIN_S"], "10")
+        self.assertEqual(d["FOLIO_DRAIN_TIMEOUT_S"], "30")
+
+    def test_termination_grace_period_covers_the_drain(self):
+        self.assertEqual(self.dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 45)
+        objs = render("--set-json", "engine.drainTimeoutS=100.5")
+        dep = one(objs, "Deployment", "scheduler")
+        self.assertEqual(dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 116)
+        d = objs[("ConfigMap", f"{RELEASE}-folio-engine")]["data"]
+        self.assertEqual(d["FOLIO_DRAIN_TIMEOUT_S"], "100.5")
 
     def test_weight_storage_flags(self):
         self.assertNotIn("FOLIO_DTYPE", self.cm["data"])
@@ -421,7 +440,7 @@ class Variants(unittest.TestCase):
             self.assertEqual((ref["name"], ref["key"]), (s["metadata"]["name"], "api-key"))
         self.assertIsNone(flag_value(c["args"], "--tls-cert"))
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            self.assertEqual(c[probe]["grpc"], {"port": 50051}, probe)
+            self.assertEqual(c[probe]["grpc"], scheduler_probe(probe, 50051), probe)
         self.assertIsNone(flag_value(pod["args"], "--tls-ca"))
 
     def test_tls_needs_its_files_and_distinct_ports(self):
@@ -509,7 +528,7 @@ class Tls(unittest.TestCase):
         self.assertEqual(health, 50052)
         self.assertNotEqual(health, int(flag_value(args, "--port")))
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            self.assertEqual(self.c[probe]["grpc"], {"port": health}, probe)
+            self.assertEqual(self.c[probe]["grpc"], scheduler_probe(probe, health), probe)
         ports = {p["name"]: p["containerPort"] for p in self.c["ports"]}
         self.assertEqual(ports, {"grpc": 50051, "http": 8000, "metrics": 9400, "health": 50052,
                                  "rendezvous": 50053})
@@ -565,7 +584,7 @@ class Tls(unittest.TestCase):
         self.assertEqual(flag_value(c["args"], "--tls-cert"), f"{TLS_DIR}/tls.crt")
         self.assertEqual(flag_value(c["args"], "--health-port"), "8081")
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            self.assertEqual(c[probe]["grpc"], {"port": 8081}, probe)
+            self.assertEqual(c[probe]["grpc"], scheduler_probe(probe, 8081), probe)
         args = one(objs, "Pod", "test")["spec"]["containers"][0]["args"]
         self.assertEqual(flag_value(args, "--tls-ca"), f"{TLS_DIR}/ca.crt")
 
@@ -677,7 +696,7 @@ class HttpApi(unittest.TestCase):
         self.assertEqual(flag_value(self.c["args"], "--host"), "0.0.0.0")
         # The probes stay on grpc.health.v1 at the client port.
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-            self.assertEqual(self.c[probe]["grpc"], {"port": 50051}, probe)
+            self.assertEqual(self.c[probe]["grpc"], scheduler_probe(probe, 50051), probe)
             self.assertNotIn("httpGet", self.c[probe])
 
     def test_values_reach_everything(self):
@@ -1322,6 +1341,9 @@ class SchemaRejects(unittest.TestCase):
         ["--set", "engine.gpuMemoryUtilization=0"],
         ["--set", "engine.gpuMemoryUtilization=1.5"],
         ["--set", "engine.preemptionMode=sometimes"],
+        ["--set", "engine.onWorkerFailure=restart"],
+        ["--set", "engine.maxRequeues=-1"],
+        ["--set", "engine.drainTimeoutS=-5"],
         ["--set", "model.source=s3"],
         ["--set", "model.source=image"],  # without model.image.repository
         ["--set", "worker.gpu.count=-1"],
