@@ -55,15 +55,17 @@ class LocalCluster:
     The scheduler's stderr is kept in `log_path` (for assertions on its messages)."""
 
     def __init__(self, log_path, tensor_parallel_size=1, scheduler_flags=(), scheduler_env=None,
-                 model_dir=DEMO, http=False):
-        """http: also serve the OpenAI HTTP API, on a free port (self.http_port)."""
+                 model_dir=DEMO, http=False, worker_flags=()):
+        """http: also serve the OpenAI HTTP API, on a free port (self.http_port).
+        worker_flags: extra flags of every folio-worker."""
         self.log_path = log_path
         self.port = free_port()
         self.http_port = free_port() if http else 0
         worker_ports = [free_port() for _ in range(tensor_parallel_size)]
         self._worker_env = dict(os.environ, **WORKER_ENV)
         self._worker_args = [[os.path.join(BIN_DIR, "folio-worker"), "--rank", str(r), "--port",
-                              str(p), "--metrics-port", "0"] for r, p in enumerate(worker_ports)]
+                              str(p), "--metrics-port", "0", *worker_flags]
+                             for r, p in enumerate(worker_ports)]
         self.workers = [self._spawn_worker(r) for r in range(tensor_parallel_size)]
         self._log = open(log_path, "w")
         self.scheduler = subprocess.Popen(
