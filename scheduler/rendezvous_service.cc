@@ -32,6 +32,13 @@ absl::Time Deadline(const grpc::ServerContext* context) {
   return absl::FromUnixNanos(static_cast<int64_t>(d.tv_sec) * 1000000000 + d.tv_nsec);
 }
 
+grpc::Status Abandoned(const std::string& prefix) {
+  return {grpc::StatusCode::ABORTED,
+          absl::StrCat("the group meeting under '", prefix,
+                       "' was abandoned (a rank failed while it formed); the scheduler forms "
+                       "a new one")};
+}
+
 }  // namespace
 
 grpc::Status RendezvousService::Set(grpc::ServerContext* context,
@@ -45,6 +52,7 @@ grpc::Status RendezvousService::Set(grpc::ServerContext* context,
   }
   absl::MutexLock lock(&mu_);
   if (shutdown_) return {grpc::StatusCode::UNAVAILABLE, "rendezvous is shutting down"};
+  if (const std::string* abandoned = AbandonedPrefixOf(request->key())) return Abandoned(*abandoned);
   auto it = kv_.find(request->key());
   if (it != kv_.end()) {
     it->second = request->value();
@@ -64,8 +72,12 @@ grpc::Status RendezvousService::AwaitKeys(grpc::ServerContext* context, const Ke
     if (grpc::Status s = CheckKey(key); !s.ok()) return s;
   }
   const absl::Time deadline = Deadline(context);
+  const std::string* abandoned = nullptr;
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (shutdown_) return true;
+    for (const auto& key : keys) {
+      if ((abandoned = AbandonedPrefixOf(key)) != nullptr) return true;
+    }
     for (const auto& key : keys) {
       if (!kv_.contains(key)) return false;
     }
@@ -86,6 +98,7 @@ grpc::Status RendezvousService::AwaitKeys(grpc::ServerContext* context, const Ke
     }
   }
   if (shutdown_) return {grpc::StatusCode::UNAVAILABLE, "rendezvous is shutting down"};
+  if (abandoned != nullptr) return Abandoned(*abandoned);
   return grpc::Status::OK;
 }
 
@@ -109,6 +122,19 @@ grpc::Status RendezvousService::Wait(grpc::ServerContext* context,
 void RendezvousService::Shutdown() {
   absl::MutexLock lock(&mu_);
   shutdown_ = true;
+}
+
+const std::string* RendezvousService::AbandonedPrefixOf(const std::string& key) const {
+  for (const std::string& prefix : abandoned_) {
+    if (absl::StartsWith(key, prefix)) return &prefix;
+  }
+  return nullptr;
+}
+
+void RendezvousService::Abandon(const std::string& prefix) {
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(kv_, [&](const auto& kv) { return absl::StartsWith(kv.first, prefix); });
+  if (AbandonedPrefixOf(prefix) == nullptr) abandoned_.push_back(prefix);
 }
 
 void RendezvousService::EraseWithPrefix(const std::string& prefix) {

@@ -51,6 +51,11 @@ class RendezvousService final : public v1::Rendezvous::Service {
 
   // Removes every key starting with `prefix` (a finished cluster start).
   void EraseWithPrefix(const std::string& prefix);
+  // Gives up the group that meets under `prefix` (a rank failed while it
+  // formed, or a newer one replaces it): its keys go, and every Set, Get or
+  // Wait of a key under it -- blocked now or later -- answers ABORTED, so
+  // the other ranks stop waiting for the lost one.
+  void Abandon(const std::string& prefix);
   size_t size() const;
 
  private:
@@ -61,6 +66,10 @@ class RendezvousService final : public v1::Rendezvous::Service {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::string> kv_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> abandoned_ ABSL_GUARDED_BY(mu_);  // prefixes
+  // The abandoned prefix `key` starts with, or null.
+  const std::string* AbandonedPrefixOf(const std::string& key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 };
 
 }  // namespace folio

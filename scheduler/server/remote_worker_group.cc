@@ -69,8 +69,7 @@ absl::Status RemoteWorkerGroup::Start() {
     ranks_[r].stub = v1::Worker::NewStub(ranks_[r].channel);
   }
 
-  absl::StatusOr<std::vector<v1::InitializeResponse>> init =
-      InitializeAll(options_.initialize.rendezvous_prefix());
+  absl::StatusOr<std::vector<v1::InitializeResponse>> init = InitializeAll(Generation(0));
   if (!init.ok()) return init.status();
   num_device_blocks_ = INT32_MAX;
   num_host_blocks_ = INT32_MAX;
@@ -94,6 +93,11 @@ absl::Status RemoteWorkerGroup::Start() {
   return absl::OkStatus();
 }
 
+std::string RemoteWorkerGroup::Generation(int32_t generation) const {
+  // Distinct and none a prefix of another: abandoning one leaves the rest.
+  return absl::StrCat(options_.initialize.rendezvous_prefix(), "g", generation, "/");
+}
+
 absl::StatusOr<std::vector<v1::InitializeResponse>> RemoteWorkerGroup::InitializeAll(
     const std::string& rendezvous_prefix) {
   const size_t n = ranks_.size();
@@ -106,8 +110,10 @@ absl::StatusOr<std::vector<v1::InitializeResponse>> RemoteWorkerGroup::Initializ
     grpc::ClientContext ctx;
     ctx.set_deadline(Deadline(options_.initialize_timeout));
     grpc::Status st = ranks_[r].stub->Initialize(&ctx, request, &init[r]);
-    return st.ok() ? absl::OkStatus()
-                   : FromGrpc(st, absl::StrCat("initializing worker rank ", r, " at ", ranks_[r].address));
+    if (st.ok()) return absl::OkStatus();
+    // The others may be waiting for this rank in the rendezvous: release them.
+    if (options_.abandon_rendezvous && n > 1) options_.abandon_rendezvous(rendezvous_prefix);
+    return FromGrpc(st, absl::StrCat("initializing worker rank ", r, " at ", ranks_[r].address));
   });
   if (!s.ok()) return s;
   return init;
@@ -172,10 +178,12 @@ absl::Status RemoteWorkerGroup::Rebuild() {
                                                  ": not reachable"));
     }
   }
-  // A fresh prefix per generation: the old group's keys stay in the store.
+  // A fresh prefix per generation; the old one is given up.
+  if (options_.abandon_rendezvous && ranks_.size() > 1) {
+    options_.abandon_rendezvous(Generation(generation_));
+  }
   ++generation_;
-  absl::StatusOr<std::vector<v1::InitializeResponse>> init = InitializeAll(
-      absl::StrCat(options_.initialize.rendezvous_prefix(), "rebuild-", generation_, "/"));
+  absl::StatusOr<std::vector<v1::InitializeResponse>> init = InitializeAll(Generation(generation_));
   if (!init.ok()) return init.status();
   for (size_t r = 0; r < ranks_.size(); ++r) {
     const v1::InitializeResponse& resp = (*init)[r];

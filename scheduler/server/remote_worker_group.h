@@ -2,6 +2,7 @@
 #define FOLIO_SCHEDULER_SERVER_REMOTE_WORKER_GROUP_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,11 @@ class RemoteWorkerGroup final : public WorkerGroup {
     double step_timeout_multiple = 10.0;
     // Rebuild(): how long one attempt waits for a rank to accept a connection.
     absl::Duration reconnect_timeout = absl::Seconds(2);
+    // Gives up the rendezvous of a group generation (RendezvousService::
+    // Abandon) when a rank fails while the group forms, so the others stop
+    // waiting for it, and when a rebuild replaces the group. Null: none
+    // (tensor parallelism 1, or tests).
+    std::function<void(const std::string& prefix)> abandon_rendezvous;
     int max_message_bytes = 64 << 20;  // as the workers (kMaxWorkerMessageBytes)
     // Caps on the pools (0 = whatever fits on every rank), like vLLM's
     // num_gpu_blocks_override: small pools for tests and experiments.
@@ -113,6 +119,8 @@ class RemoteWorkerGroup final : public WorkerGroup {
   absl::StatusOr<std::vector<v1::InitializeResponse>> InitializeAll(
       const std::string& rendezvous_prefix);
   absl::Status AllocateAll();
+  // The rendezvous prefix of a group generation (0: the first).
+  std::string Generation(int32_t generation) const;
   absl::Status OpenStreams();
   // Cancels and finishes every open Step stream (after a failure).
   void CloseBrokenStreams();

@@ -695,6 +695,7 @@ int Run(int argc, char** argv) {
   }
   wo.step_timeout = absl::Seconds(s.step_timeout_s);
   wo.step_timeout_min = absl::Seconds(s.step_timeout_min_s);
+  wo.abandon_rendezvous = [&rendezvous](const std::string& prefix) { rendezvous.Abandon(prefix); };
   wo.max_device_blocks = static_cast<int32_t>(s.num_device_blocks);
   wo.max_host_blocks = static_cast<int32_t>(s.num_host_blocks);
   wo.connect_timeout = absl::Seconds(s.connect_timeout_s);

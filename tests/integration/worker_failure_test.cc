@@ -134,6 +134,30 @@ INSTANTIATE_TEST_SUITE_P(Layouts, KilledRankTest,
                                            Layout{"tp2_gloo", 2, "gloo", 0}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// A rank killed again while the group is being rebuilt (it is starting,
+// loading or meeting the others in the rendezvous): that attempt fails, the
+// next one succeeds, and the streams still end with the undisturbed text.
+TEST(WorkerFailureTest, ARankKilledAgainDuringTheRebuildIsRetried) {
+  Cluster cluster;
+  Cluster::Options options;
+  options.tensor_parallel_size = 2;
+  ASSERT_EQ(cluster.Start(options), "");
+  const std::vector<Output> undisturbed = RunWithFault(cluster, nullptr);
+  const std::vector<Output> disturbed = RunWithFault(cluster, [&] {
+    cluster.KillWorker(1);
+    EXPECT_TRUE(WaitFor([&] { return !cluster.Serving(); }, std::chrono::seconds(10)));
+    for (int delay_ms : {50, 150, 300}) {  // during start-up, Initialize, rendezvous
+      cluster.RestartWorker(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      cluster.KillWorker(1);
+    }
+    cluster.RestartWorker(1);
+  });
+  ExpectSameText(undisturbed, disturbed);
+  EXPECT_TRUE(cluster.Serving());
+  EXPECT_EQ(cluster.Stop(), 0) << "folio-scheduler failed or leaked KV blocks";
+}
+
 // --on-worker-failure fail: the running streams end at once with an error
 // naming the failure; the group is rebuilt when the rank is back.
 TEST(WorkerFailureTest, FailModeEndsRunningStreamsWithTheErrorAndServesAgain) {

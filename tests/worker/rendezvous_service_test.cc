@@ -129,5 +129,29 @@ TEST_F(RendezvousServiceTest, EraseWithPrefix) {
   EXPECT_EQ(service_.size(), 1u);
 }
 
+// A rank fails while the group forms: the others' waits under its prefix
+// end at once (ABORTED), the prefix's keys go, later calls under it are
+// refused, and other groups' keys are untouched.
+TEST_F(RendezvousServiceTest, AbandonReleasesWaitersOfThatGroupOnly) {
+  ASSERT_TRUE(Set("run/g1/0", "x").ok());
+  ASSERT_TRUE(Set("run/g2/0", "y").ok());
+  std::string v;
+  grpc::Status got;
+  std::thread getter([&] { got = Get("run/g1/1", &v, std::chrono::seconds(60)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  service_.Abandon("run/g1/");
+  getter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(got.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_NE(got.error_message().find("abandoned"), std::string::npos) << got.error_message();
+  EXPECT_EQ(Set("run/g1/1", "z").error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(Get("run/g1/0", &v).error_code(), grpc::StatusCode::ABORTED);
+  ASSERT_TRUE(Get("run/g2/0", &v).ok());
+  EXPECT_EQ(v, "y");
+  EXPECT_TRUE(Set("run/g10/0", "w").ok()) << "g10 is another group than g1";
+  EXPECT_EQ(service_.size(), 2u);
+}
+
 }  // namespace
 }  // namespace folio
