@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -205,7 +206,31 @@ absl::Status RemoteWorkerGroup::Rebuild() {
   }
   if (absl::Status s = AllocateAll(); !s.ok()) return s;
   broken_ = absl::OkStatus();
-  return OpenStreams();
+  if (absl::Status s = OpenStreams(); !s.ok()) return s;
+  return WarmUp();
+}
+
+absl::Status RemoteWorkerGroup::WarmUp() {
+  // One token through the whole model into block 0 (free: every sequence
+  // was preempted), then the sequence dropped again.
+  constexpr SequenceId kWarmUpSequence = std::numeric_limits<SequenceId>::max();
+  StepPlan plan;
+  NewSequenceData& seq = plan.new_sequences.emplace_back();
+  seq.seq_id = kWarmUpSequence;
+  seq.prompt_token_ids = {0};
+  seq.block_ids = {0};
+  seq.sampling.temperature = 0.0f;
+  ScheduledSequence& work = plan.scheduled.emplace_back();
+  work.seq_id = kWarmUpSequence;
+  work.token_ids = {0};
+  work.sample_mode = SampleMode::kSample;
+  work.num_samples = 1;
+  plan.num_scheduled_tokens = 1;
+  absl::StatusOr<StepResult> result = Execute(plan);
+  if (!result.ok()) return result.status();
+  StepPlan drop;
+  drop.finished_seq_ids = {kWarmUpSequence};
+  return Execute(drop).status();
 }
 
 absl::Status RemoteWorkerGroup::CheckHealth() {

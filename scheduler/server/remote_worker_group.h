@@ -76,7 +76,8 @@ class RemoteWorkerGroup final : public WorkerGroup {
   absl::StatusOr<StepResult> Wait() override;
   // Closes the broken streams, reconnects to every rank, initializes them
   // all again under a fresh rendezvous prefix, allocates caches of the
-  // sizes chosen at Connect and opens new streams. FAILED_PRECONDITION for
+  // sizes chosen at Connect, opens new streams and runs a warm-up forward
+  // pass of one token. FAILED_PRECONDITION for
   // a rank that comes back with another model or fewer blocks; UNAVAILABLE
   // while a rank is unreachable. One attempt; the caller retries.
   bool CanRebuild() const override { return true; }
@@ -122,6 +123,9 @@ class RemoteWorkerGroup final : public WorkerGroup {
   // The rendezvous prefix of a group generation (0: the first).
   std::string Generation(int32_t generation) const;
   absl::Status OpenStreams();
+  // A forward pass of one token on the rebuilt group, so the first real
+  // step does not pay the start-up costs (as the scheduler's own warm-up).
+  absl::Status WarmUp();
   // Cancels and finishes every open Step stream (after a failure).
   void CloseBrokenStreams();
   // Recent step durations and seconds per scheduled token, for StepTimeout.
