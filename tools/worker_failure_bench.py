@@ -30,17 +30,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
-from local_cluster import DEMO, LocalCluster, http_healthy, wait_until  # noqa: E402
-
-
-def health(port):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, ConnectionError, OSError):
-        return None
+from local_cluster import (DEMO, LocalCluster, http_health_status, http_healthy,  # noqa: E402
+                           wait_until)
 
 
 def stream_gaps(port, max_tokens, started):
@@ -72,7 +63,7 @@ def stream_gaps(port, max_tokens, started):
 def wait_status(port, status, timeout):
     """Seconds until /health answers `status` (polled every 5 ms)."""
     start = time.monotonic()
-    wait_until(lambda: health(port) == status, timeout, f"/health {status}", interval=0.005)
+    wait_until(lambda: http_health_status(port) == status, timeout, f"/health {status}", interval=0.005)
     return time.monotonic() - start
 
 
@@ -144,8 +135,8 @@ def main():
                 code = cluster.stop()
             assert code == 0, f"folio-scheduler exited {code}"
             rows.append((name, detect, rebuild, gap, idle, hung))
-    print(f"| layout | kill -9 mid-stream: detected | rebuilt after restart | longest "
-          f"token gap | idle kill detected | SIGSTOP detected |")
+    print("| layout | kill -9 mid-stream: detected | rebuilt after restart | longest "
+          "token gap | idle kill detected | SIGSTOP detected |")
     print("|---|---|---|---|---|---|")
     for name, detect, rebuild, gap, idle, hung in rows:
         print(f"| {name} | {detect * 1000:.0f} ms | {rebuild * 1000:.0f} ms | "

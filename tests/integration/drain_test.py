@@ -16,7 +16,7 @@ import unittest
 import urllib.error
 import urllib.request
 
-from local_cluster import BIN_DIR, LocalCluster, http_healthy, wait_until
+from local_cluster import BIN_DIR, LocalCluster, http_health_status, http_healthy, wait_until
 
 FOLIO = os.path.join(BIN_DIR, "folio")
 MAX_TOKENS = 450  # the demo model's context is 512
@@ -36,16 +36,6 @@ def complete(port, max_tokens, timeout=120):
         return e.code, json.load(e)
 
 
-def health_status(port):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, ConnectionError, OSError):
-        return None
-
-
 class DrainTest(unittest.TestCase):
     def start(self, tmp, *flags):
         cluster = LocalCluster(os.path.join(tmp, "scheduler.log"), http=True,
@@ -62,7 +52,7 @@ class DrainTest(unittest.TestCase):
                 live = [pool.submit(complete, port, MAX_TOKENS) for _ in range(3)]
                 wait_until(lambda: self.live(port) == 3, 30, "three requests live")
                 cluster.scheduler.send_signal(signal.SIGTERM)
-                wait_until(lambda: health_status(port) == 503, 5, "/health 503")
+                wait_until(lambda: http_health_status(port) == 503, 5, "/health 503")
                 status, err = complete(port, 4)
                 self.assertEqual(status, 503, err)
                 self.assertIn("shutting down", err["error"]["message"])

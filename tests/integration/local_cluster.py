@@ -35,6 +35,17 @@ def http_healthy(port):
         return False
 
 
+def http_health_status(port):
+    """The HTTP API's /health status code (200 serving, 503 not), None when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, ConnectionError, OSError):
+        return None
+
+
 def wait_until(condition, timeout, what, alive=None, interval=0.05):
     """Polls condition() until it returns something truthy (returned), or raises
     after `timeout` seconds or as soon as alive() turns false."""
