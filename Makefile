@@ -1,7 +1,8 @@
 # folio — top-level entry points. `make run` and `make test` are the two that
 # matter; each sets up dependencies and builds first.
 #
-#   make test        set-up + build + every test (ctest); CI runs this (.ci/run)
+#   make test        set-up + build + every test (ctest) + the fuzzers (tests/fuzz/run.sh,
+#                    a clang build in build-fuzz); CI runs this (.ci/run)
 #   make run         set-up + build + a local cluster: folio serve $(SERVE_ARGS)
 #                    (e.g. SERVE_ARGS="--tp 2")
 #   make bench       set-up + build + the scheduler and kernel benchmarks
@@ -35,6 +36,7 @@ build: configure
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j$(JOBS)
+	JOBS=$(JOBS) bash tests/fuzz/run.sh
 
 # A whole local cluster (folio-scheduler + folio-worker) serving the demo
 # model on 127.0.0.1:50051 (gRPC) and http://127.0.0.1:8000/v1 (OpenAI HTTP);

@@ -7,6 +7,9 @@ namespace folio {
 
 std::string IncrementalDetokenizer::Append(TokenId id) {
   if (skip_special_tokens_ && tokenizer_->IsSpecial(id)) return {};
+  // Outside the vocabulary: skipped as Decode skips it (a byte-fallback run
+  // goes on across it).
+  if (tokenizer_->TokenBytesView(id).empty()) return {};
   if (tokenizer_->IsByteFallback(id)) {
     run_.append(tokenizer_->TokenBytesView(id));
     ++run_tokens_;

@@ -50,15 +50,16 @@ absl::StatusOr<MirroredSequence*> PlanMirror::ApplyScheduled(const ScheduledSequ
   }
   MirroredSequence& m = it->second;
   const int32_t start = work.start_position;
-  const int32_t end = start + static_cast<int32_t>(work.token_ids.size());
   if (start < 0 || start > static_cast<int32_t>(m.tokens.size())) {
     return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": start ", start,
                                             " beyond its ", m.tokens.size(), " tokens"));
   }
+  // 64-bit: a plan's start_position near INT32_MAX must not overflow.
+  const int64_t end = int64_t{start} + static_cast<int64_t>(work.token_ids.size());
   // The plan's tokens must agree with the mirror; tokens beyond it are new.
-  for (int32_t p = start; p < end; ++p) {
+  for (int64_t p = start; p < end; ++p) {
     const TokenId t = work.token_ids[p - start];
-    if (p < static_cast<int32_t>(m.tokens.size())) {
+    if (p < static_cast<int64_t>(m.tokens.size())) {
       if (m.tokens[p] != t) {
         return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": token at ", p,
                                                 " is ", t, " but the mirror has ", m.tokens[p]));
@@ -72,7 +73,7 @@ absl::StatusOr<MirroredSequence*> PlanMirror::ApplyScheduled(const ScheduledSequ
                                             " blocks cannot hold ", end, " tokens"));
   }
   // A block id outside the pool is a wrong plan, not a memory error later.
-  for (int32_t i = 0; i * block_size_ < end; ++i) {
+  for (int64_t i = 0; i * block_size_ < end; ++i) {
     if (m.blocks[i] < 0 || m.blocks[i] >= num_device_blocks_) {
       return absl::InternalError(absl::StrCat("sequence ", work.seq_id, ": block ", m.blocks[i],
                                               " at table index ", i, " is outside the pool"));

@@ -276,7 +276,10 @@ std::string Tokenizer::Decode(std::span<const TokenId> ids, bool skip_special_to
   for (TokenId id : ids) {
     if (skip_special_tokens && IsSpecial(id)) continue;
     const std::string_view piece = TokenBytesView(id);
-    if (!piece.empty() && tokens_[id].byte_fallback) {
+    // Outside the vocabulary: skipped as if absent (it neither ends a
+    // byte-fallback run nor counts as the first token).
+    if (piece.empty()) continue;
+    if (tokens_[id].byte_fallback) {
       run.append(piece);
       ++run_tokens;
     } else {

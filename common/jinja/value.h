@@ -59,7 +59,7 @@ class DictData {
   // Inserts, or replaces the value in place (keeping the key's position).
   // REQUIRES: key is hashable (IsHashable).
   void Set(Value key, Value value);
-  size_t size() const { return entries_.size(); }
+  size_t size() const;  // defined after Value: clang needs it complete here
   const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
   void Clear();
 
@@ -141,6 +141,8 @@ class Value {
 
   Storage storage_;
 };
+
+inline size_t DictData::size() const { return entries_.size(); }
 
 // Opaque runtime objects. Subclasses say what they are through kind().
 class Object {

@@ -1,0 +1,2 @@
+
+beam me up"HXeÍÌL?€

@@ -1,0 +1,1 @@
+"Question: what is paged attention?"h
