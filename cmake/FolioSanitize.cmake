@@ -1,7 +1,7 @@
 # Sanitizer builds: -DFOLIO_SANITIZE=address,undefined (ASan + UBSan) or
 # -DFOLIO_SANITIZE=thread (TSan). Included by the top level before the CUDA
 # check. tests/sanitizers/run.sh configures build-asan/ and build-tsan/ with it
-# and runs the tests that the sanitizers cover; `make test` calls that script.
+# and runs the tests that the sanitizers cover (not yet part of `make test`).
 #
 # Every C/C++ object and every link gets -fsanitize=<list> and
 # -fno-omit-frame-pointer (whole stacks in reports). UBSan findings abort
