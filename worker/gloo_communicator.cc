@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,8 +16,26 @@
 #include "gloo/rendezvous/store.h"
 #include "gloo/transport/tcp/device.h"
 
+// gloo::transport::tcp::Pair::signalExceptionExternal(const std::string&),
+// public and exported by libgloo: what Gloo itself calls when a buffer's wait
+// times out. It stores the error in the pair, wakes every buffer waiting on
+// it (they throw) and closes the pair. Declared here by its symbol because
+// Debian's libgloo-dev lacks gloo/common/memory.h, which
+// gloo/transport/tcp/pair.h includes, so the class cannot be included. A
+// free function taking the object first has the member's calling convention
+// (Itanium C++ ABI: `this` is the first argument; the returned exception_ptr
+// goes through the same hidden result pointer).
+std::exception_ptr GlooTcpPairSignalExceptionExternal(::gloo::transport::Pair* pair,
+                                                      const std::string& message)
+    asm("_ZN4gloo9transport3tcp4Pair23signalExceptionExternalERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+
 namespace folio {
 namespace {
+
+// The dynamic type of every pair made by gloo::transport::tcp's device;
+// the cast below is valid only for it (tcp::Pair derives from
+// transport::Pair alone, so both share one address).
+constexpr char kTcpPairTypeName[] = "N4gloo9transport3tcp4PairE";
 
 // Gloo throws: turn what it throws into a Status naming the operation.
 template <typename F>
@@ -60,6 +80,19 @@ GlooCommunicator::GlooCommunicator(const Options& options, std::shared_ptr<gloo:
     : options_(options), context_(std::move(context)) {}
 
 GlooCommunicator::~GlooCommunicator() = default;
+
+void GlooCommunicator::Abort() {
+  if (aborted_.exchange(true)) return;
+  // The pairs exist from Create() on and are never replaced, so reading
+  // them here races with nothing; each pair takes its own lock to signal.
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    if (peer == options_.rank) continue;
+    gloo::transport::Pair* pair = context_->getPair(peer).get();
+    if (pair != nullptr && std::string(typeid(*pair).name()) == kTcpPairTypeName) {
+      GlooTcpPairSignalExceptionExternal(pair, "aborted: this rank's group is being rebuilt");
+    }
+  }
+}
 
 absl::Status GlooCommunicator::DoAllReduceSum(float* data, int64_t count) {
   if (options_.world_size == 1 || count == 0) return absl::OkStatus();

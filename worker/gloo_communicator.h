@@ -10,16 +10,18 @@
 // absl::Status. After a failed collective the group should be considered
 // broken (a peer died or timed out).
 //
-// No Abort() (Communicator's default, which does nothing): Gloo's public API
-// cannot wake a collective in progress from another thread (the buffers it
-// waits on are internal to gloo::allreduce and friends, and
-// Context::closeConnections does not wake them). A collective blocked on a
-// peer still ends: at once when the peer process died (its sockets close),
-// after `timeout` when it hung.
+// Abort() (from any thread) wakes a collective waiting on a hung peer: it
+// signals an error on every pair (tcp::Pair::signalExceptionExternal, the
+// path Gloo itself takes when a buffer times out), so the waiting call
+// throws at once and returns UNAVAILABLE "... aborted ..."; the group is
+// broken from then on. Without it a collective blocked on a peer ends only
+// when the peer process dies (its sockets close) or after `timeout`.
 //
-// Thread-compatible: one thread calls a communicator at a time.
+// Thread-compatible: one thread calls a communicator at a time (Abort()
+// excepted).
 
 #include <chrono>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -61,6 +63,7 @@ class GlooCommunicator final : public Communicator {
 
   int32_t rank() const override { return options_.rank; }
   int32_t world_size() const override { return options_.world_size; }
+  void Abort() override;
 
  protected:
   absl::Status DoAllReduceSum(float* data, int64_t count) override;
@@ -74,6 +77,7 @@ class GlooCommunicator final : public Communicator {
   const Options options_;
   const std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;  // one per collective, the same sequence on every rank
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace folio

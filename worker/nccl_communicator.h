@@ -27,7 +27,8 @@
 // NCCL picks its bootstrap network interface itself; set NCCL_SOCKET_IFNAME
 // where that guess is wrong (e.g. several pod interfaces).
 //
-// Thread-compatible: one thread calls a communicator at a time.
+// Thread-compatible: one thread calls a communicator at a time (Abort()
+// excepted).
 
 #include <cstdint>
 #include <memory>
@@ -65,6 +66,9 @@ class NcclCommunicator final : public Communicator {
 
   int32_t rank() const override { return group_->rank(); }
   int32_t world_size() const override { return group_->world_size(); }
+  // Any thread: the collective in progress fails within a poll interval
+  // (NcclGroup::RequestAbort), and so does every later one.
+  void Abort() override { group_->RequestAbort(); }
 
  protected:
   absl::Status DoAllReduceSum(float* data, int64_t count) override;

@@ -163,6 +163,7 @@ NcclGroup::~NcclGroup() {
 }
 
 NcclGroup::Status NcclGroup::Enter() {
+  if (Status s = CheckAbort(); !s.ok()) return s;
   if (!broken_.empty()) {
     return Error(Code::kFailedPrecondition,
                  "NCCL group is unusable after an earlier failure: " + broken_);
@@ -207,6 +208,7 @@ NcclGroup::Status NcclGroup::AwaitComm(const char* what, Clock::time_point deadl
                              std::to_string(options_.timeout.count()) +
                              " ms (did every rank join / call the same collective?)"));
     }
+    if (Status s = CheckAbort(); !s.ok()) return s;
     Backoff(i);
   }
 }
@@ -229,8 +231,14 @@ NcclGroup::Status NcclGroup::AwaitStream(const char* what, Clock::time_point dea
                              std::to_string(options_.timeout.count()) +
                              " ms (a peer stopped calling collectives?)"));
     }
+    if (Status s = CheckAbort(); !s.ok()) return s;
     Backoff(i);
   }
+}
+
+NcclGroup::Status NcclGroup::CheckAbort() {
+  if (!abort_requested_.load(std::memory_order_relaxed) || !broken_.empty()) return Ok();
+  return Break(Error(Code::kUnavailable, "NCCL group aborted: this rank's group is being rebuilt"));
 }
 
 NcclGroup::Status NcclGroup::Break(Status why) {

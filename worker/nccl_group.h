@@ -28,8 +28,9 @@
 // group is broken and must be rebuilt by every rank.
 //
 // Thread-compatible: one thread (the rank's worker thread) calls a group at a
-// time. Each call makes `device` current on the calling thread.
+// time (RequestAbort() excepted, which any thread may call). Each call makes `device` current on the calling thread.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -107,6 +108,13 @@ class NcclGroup {
   // Returns once every rank has called Barrier (a 1-element all-reduce).
   Status Barrier();
 
+  // Any thread: makes the collective in progress (polled, see AwaitStream)
+  // return kUnavailable "aborted ..." within a poll interval, aborting the
+  // communicator (ncclCommAbort) on the calling rank's thread, and every
+  // later call fail. For a peer that hangs: without it a collective waits
+  // for `timeout`.
+  void RequestAbort() { abort_requested_.store(true, std::memory_order_relaxed); }
+
  private:
   explicit NcclGroup(const Options& options);
 
@@ -118,6 +126,8 @@ class NcclGroup {
   // Polls until the stream's work has completed, watching for NCCL's
   // asynchronous errors, or until `deadline`.
   Status AwaitStream(const char* what, std::chrono::steady_clock::time_point deadline);
+  // Break()s the group when RequestAbort() was called (once).
+  Status CheckAbort();
   // Aborts the communicator after `why`; later calls get FAILED_PRECONDITION.
   Status Break(Status why);
   std::chrono::steady_clock::time_point Deadline() const {
@@ -132,6 +142,7 @@ class NcclGroup {
   CUstream_st* stream_ = nullptr;
   float* barrier_scratch_ = nullptr;  // 1 float of device memory
   std::string broken_;                // why the group is unusable, or empty
+  std::atomic<bool> abort_requested_{false};
 };
 
 }  // namespace folio

@@ -240,6 +240,12 @@ void CheckOneRank() {
         f.Add("large all-reduce " + d);
       }
     }
+    // RequestAbort (what a worker does when the scheduler rebuilds the
+    // group): the next collective fails UNAVAILABLE, later ones
+    // FAILED_PRECONDITION, and the destructor does not wait on the peers.
+    group->RequestAbort();
+    f.Expect("after RequestAbort", group->AllReduceSum(d.get(), 16), Code::kUnavailable);
+    f.Expect("aborted stays broken", group->Barrier(), Code::kFailedPrecondition);
   }
   Report(name, f.text());
 }

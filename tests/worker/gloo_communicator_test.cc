@@ -167,5 +167,42 @@ TEST_F(GlooTest, MissingPeerTimesOutAsStatus) {
   EXPECT_FALSE(comm.ok());
 }
 
+// Abort() from another thread (the worker initialized again) wakes a rank
+// whose peer hangs (never calls the collective) long before the timeout, and
+// breaks the group: later collectives fail too.
+TEST_F(GlooTest, AbortFromAnotherThreadEndsAWaitingCollective) {
+  std::vector<std::unique_ptr<GlooCommunicator>> comms(2);
+  std::vector<std::thread> joiners;
+  for (int r = 0; r < 2; ++r) {
+    joiners.emplace_back([&, r] {
+      auto store = Store("abort/");
+      GlooCommunicator::Options go;
+      go.rank = r;
+      go.world_size = 2;
+      go.timeout = absl::Seconds(60);
+      absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm = GlooCommunicator::Create(go, *store);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      comms[r] = std::move(*comm);
+    });
+  }
+  for (auto& t : joiners) t.join();
+  ASSERT_TRUE(comms[0] != nullptr && comms[1] != nullptr);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    comms[0]->Abort();
+  });
+  std::vector<float> x(4096, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s = comms[0]->AllReduceSum(x.data(), int64_t(x.size()));  // rank 1 never calls
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  aborter.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("aborted"), std::string::npos) << s;
+  EXPECT_LT(waited, 10.0);
+  comms[0]->Abort();  // idempotent
+  EXPECT_FALSE(comms[0]->Barrier().ok());
+}
+
 }  // namespace
 }  // namespace folio

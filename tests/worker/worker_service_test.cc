@@ -552,9 +552,12 @@ struct InProcessWorker {
 
 using Workers = std::vector<std::unique_ptr<InProcessWorker>>;
 
-Workers StartWorkers(int world, absl::Duration collective_timeout) {
+Workers StartWorkers(int world, absl::Duration collective_timeout,
+                     WorkerService::Options::Collectives collectives =
+                         WorkerService::Options::Collectives::kAuto) {
   WorkerService::Options options;
   options.collective_timeout = collective_timeout;
+  options.collectives = collectives;
   Workers workers;
   for (int r = 0; r < world; ++r) {
     workers.push_back(std::make_unique<InProcessWorker>(options));
@@ -707,15 +710,18 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Waits until `rank`'s Initialize under `prefix` has published its host in
-// the rendezvous store (it then waits for its peers').
-absl::Status WaitForHostOf(const std::string& rendezvous, const std::string& prefix, int rank) {
+// Waits until `rank`'s Initialize under `prefix` has published its first key
+// in the rendezvous store (it then waits for its peers'): its host identity
+// (kAuto), or its Gloo address (kGloo; Gloo's own key "rank_<r>").
+absl::Status WaitForRankToJoin(const std::string& rendezvous, const std::string& prefix, int rank,
+                               WorkerService::Options::Collectives collectives) {
+  const bool gloo = collectives == WorkerService::Options::Collectives::kGloo;
   RendezvousStore::Options so;
   so.address = rendezvous;
-  so.prefix = prefix + "/host/";
+  so.prefix = prefix + (gloo ? "/gloo/" : "/host/");
   absl::StatusOr<std::unique_ptr<RendezvousStore>> store = RendezvousStore::Create(so);
   if (!store.ok()) return store.status();
-  return (*store)->Wait({std::to_string(rank)}, absl::Seconds(30));
+  return (*store)->Wait({(gloo ? "rank_" : "") + std::to_string(rank)}, absl::Seconds(30));
 }
 
 using WorkerServiceAgainTest = WorkerProcessesTest;  // for its rendezvous service
@@ -776,20 +782,24 @@ TEST_F(WorkerServiceAgainTest, InitializeAgainGivesUpWhileTheStepStreamStaysOpen
 // stuck in a step whose peer never comes (only rank 0 got the plan) is
 // freed by the new Initialize, which aborts the group long before the
 // collective timeout; under a new prefix both ranks step together again.
-TEST_F(WorkerServiceAgainTest, InitializeAgainAbortsAStepWaitingForAHungPeer) {
+// For both kinds of collectives: shared memory (chosen by kAuto, as on one
+// host) and Gloo (TCP) abort alike.
+void ExpectInitializeAgainAbortsAStepWaitingForAHungPeer(
+    const std::string& rendezvous_address, WorkerService::Options::Collectives collectives,
+    const std::string& prefix) {
   constexpr absl::Duration kCollectiveTimeout = absl::Seconds(30);
-  Workers workers = StartWorkers(2, kCollectiveTimeout);
+  Workers workers = StartWorkers(2, kCollectiveTimeout, collectives);
   std::vector<v1::InitializeResponse> init(2);
   grpc::Status rank0;
   std::thread first([&] {
-    rank0 = InitializeRank(workers, 0, rendezvous_address_, "again-3/a", &init[0]);
+    rank0 = InitializeRank(workers, 0, rendezvous_address, prefix + "/a", &init[0]);
   });
-  EXPECT_TRUE(WaitForHostOf(rendezvous_address_, "again-3/a", 0).ok());  // no ASSERT: join first
+  EXPECT_TRUE(WaitForRankToJoin(rendezvous_address, prefix + "/a", 0, collectives).ok());  // no ASSERT: join first
   v1::InitializeResponse refused;
-  grpc::Status s = InitializeRank(workers, 0, rendezvous_address_, "again-3/a", &refused);
+  grpc::Status s = InitializeRank(workers, 0, rendezvous_address, prefix + "/a", &refused);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
   EXPECT_NE(s.error_message().find("running already"), std::string::npos) << s.error_message();
-  grpc::Status rank1 = InitializeRank(workers, 1, rendezvous_address_, "again-3/a", &init[1]);
+  grpc::Status rank1 = InitializeRank(workers, 1, rendezvous_address, prefix + "/a", &init[1]);
   first.join();
   ExpectAllOk({rank0, rank1});
   absl::StatusOr<Blocks> blocks = AllocateAll(workers, init);
@@ -823,12 +833,12 @@ TEST_F(WorkerServiceAgainTest, InitializeAgainAbortsAStepWaitingForAHungPeer) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<v1::InitializeResponse> again(2);
   first = std::thread([&] {
-    rank0 = InitializeRank(workers, 0, rendezvous_address_, "again-3/b", &again[0]);
+    rank0 = InitializeRank(workers, 0, rendezvous_address, prefix + "/b", &again[0]);
   });
-  EXPECT_TRUE(WaitForHostOf(rendezvous_address_, "again-3/b", 0).ok());  // no ASSERT: join first
+  EXPECT_TRUE(WaitForRankToJoin(rendezvous_address, prefix + "/b", 0, collectives).ok());  // no ASSERT: join first
   EXPECT_LT(SecondsSince(start), absl::ToDoubleSeconds(kCollectiveTimeout) / 3)
       << "the new Initialize waited for the blocked step's timeout";
-  rank1 = InitializeRank(workers, 1, rendezvous_address_, "again-3/b", &again[1]);
+  rank1 = InitializeRank(workers, 1, rendezvous_address, prefix + "/b", &again[1]);
   first.join();
   ExpectAllOk({rank0, rank1});
   for (int r = 0; r < 2; ++r) {
@@ -842,6 +852,16 @@ TEST_F(WorkerServiceAgainTest, InitializeAgainAbortsAStepWaitingForAHungPeer) {
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(*after, *before);
   EXPECT_TRUE(new_streams.Close());
+}
+
+TEST_F(WorkerServiceAgainTest, InitializeAgainAbortsAStepWaitingForAHungPeerOverSharedMemory) {
+  ExpectInitializeAgainAbortsAStepWaitingForAHungPeer(
+      rendezvous_address_, WorkerService::Options::Collectives::kAuto, "again-3");
+}
+
+TEST_F(WorkerServiceAgainTest, InitializeAgainAbortsAStepWaitingForAHungPeerOverGloo) {
+  ExpectInitializeAgainAbortsAStepWaitingForAHungPeer(
+      rendezvous_address_, WorkerService::Options::Collectives::kGloo, "again-4");
 }
 
 }  // namespace
