@@ -17,6 +17,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -127,6 +128,41 @@ std::string Link(const char* path) {
 int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 constexpr char kSegmentKey[] = "shm/segment";
+// Set by each rank once it has mapped the segment ("shm/mapped/<rank>").
+constexpr char kMappedKeyPrefix[] = "shm/mapped/";
+
+// A failed wait in the rendezvous store: past the deadline, `late` says who
+// did not come; otherwise the store failed or the scheduler abandoned the
+// group being formed (ABORTED from RendezvousService::Abandon).
+absl::Status StoreWaitError(const char* late, absl::Duration timeout, absl::Time deadline,
+                            const std::exception& e) {
+  // The store's own clock may wake a little before ours.
+  const absl::Duration slack = std::min(timeout / 10, absl::Milliseconds(100));
+  if (absl::Now() >= deadline - slack) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "shm join: ", late, " within ", absl::FormatDuration(timeout), ": ", e.what()));
+  }
+  return absl::UnavailableError(absl::StrCat("shm join: rendezvous store: ", e.what()));
+}
+
+// Every rank says in the store that it has mapped the segment and waits for
+// the others there, before the futex join: a rank that never comes is then a
+// store wait, which ends as soon as the scheduler abandons the group being
+// formed; the futex join alone could only time out (rank 0, which makes the
+// segment, would wait the whole timeout for a peer that died meanwhile).
+absl::Status MeetInStore(gloo::rendezvous::Store& store, int32_t rank, int32_t world,
+                         absl::Duration timeout, absl::Time deadline) {
+  try {
+    store.set(absl::StrCat(kMappedKeyPrefix, rank), std::vector<char>{'1'});
+    std::vector<std::string> keys;
+    for (int32_t r = 0; r < world; ++r) keys.push_back(absl::StrCat(kMappedKeyPrefix, r));
+    store.wait(keys, absl::ToChronoMilliseconds(
+                         std::max(deadline - absl::Now(), absl::Milliseconds(1))));
+  } catch (const std::exception& e) {
+    return StoreWaitError("not every rank mapped the segment", timeout, deadline, e);
+  }
+  return absl::OkStatus();
+}
 // Sleeping waiters wake this often to look for exited peers and deadlines.
 constexpr absl::Duration kWakeInterval = absl::Milliseconds(10);
 
@@ -188,13 +224,7 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
       const std::vector<char> value = store.get(kSegmentKey);
       name.assign(value.begin(), value.end());
     } catch (const std::exception& e) {
-      // The store's own clock may wake a little before ours.
-      const absl::Duration slack = std::min(o.timeout / 10, absl::Milliseconds(100));
-      return absl::Now() >= deadline - slack
-                 ? absl::DeadlineExceededError(absl::StrCat(
-                       "shm join: rank 0 did not publish its segment within ",
-                       absl::FormatDuration(o.timeout), ": ", e.what()))
-                 : absl::UnavailableError(absl::StrCat("shm join: rendezvous store: ", e.what()));
+      return StoreWaitError("rank 0 did not publish its segment", o.timeout, deadline, e);
     }
     if (name.rfind(kSegmentPrefix, 0) != 0) {
       return absl::InternalError(absl::StrCat("shm join: unexpected segment name \"", name, "\""));
@@ -243,7 +273,8 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Create(
         ", slot ", h.slot_bytes, " bytes; this rank: world ", o.world_size, ", slot ",
         o.slot_bytes, ")"));
   }
-  absl::Status joined = comm->Join("join", deadline);
+  absl::Status joined = MeetInStore(store, o.rank, o.world_size, o.timeout, deadline);
+  if (joined.ok()) joined = comm->Join("join", deadline);
   // Every rank has mapped it (or never will): the name can go. Each rank
   // unlinks (the first one wins), so none returns while the name exists.
   shm_unlink(name.c_str());

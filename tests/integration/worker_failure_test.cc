@@ -235,7 +235,7 @@ TEST_P(HungRankTest, MissesItsDeadlineAndIsReplaced) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, HungRankTest,
                          ::testing::Values(Layout{"tp1", 1, "auto", 0},
-                                           Layout{"tp2_shm", 2, "shm", 0},
+                                           Layout{"tp2_shm", 2, "shm", 1},
                                            Layout{"tp2_gloo", 2, "gloo", 1}),
                          [](const auto& info) { return std::string(info.param.name); });
 

@@ -17,12 +17,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -250,6 +252,59 @@ TEST(ShmCommunicatorTest, MissingPeerAtJoinIsDeadlineExceededAndLeavesNoSegment)
   o.rank = 1;
   c = ShmCommunicator::Create(o, empty);
   EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
+}
+
+// A store whose waits fail as soon as Abandon() is called, as
+// RendezvousStore's do (ABORTED) when the scheduler abandons the group being
+// formed because one of its ranks failed.
+class AbandonableStore : public gloo::rendezvous::Store {
+ public:
+  void Abandon() { abandoned_ = true; }
+  void set(const std::string& key, const std::vector<char>& data) override { inner_.set(key, data); }
+  std::vector<char> get(const std::string& key) override { return inner_.get(key); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    while (!abandoned_) {
+      try {
+        inner_.wait(keys, std::chrono::milliseconds(20));
+        return;
+      } catch (const std::exception&) {
+        if (Clock::now() >= deadline) throw;
+      }
+    }
+    throw std::runtime_error("ABORTED: the group was abandoned");
+  }
+
+ private:
+  gloo::rendezvous::HashStore inner_;
+  std::atomic<bool> abandoned_{false};
+};
+
+// Rank 0 makes the segment and then waits for its peer; when the peer died
+// before mapping it, the scheduler abandons the group, and rank 0 gives up
+// at once (not after the timeout) and leaves no segment behind.
+TEST(ShmCommunicatorTest, RankZeroWaitingForAPeerGivesUpWhenTheGroupIsAbandoned) {
+  AbandonableStore store;
+  ShmCommunicator::Options o;
+  o.rank = 0;
+  o.world_size = 2;
+  o.timeout = absl::Seconds(60);
+  std::thread abandon([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    store.Abandon();
+  });
+  const auto start = Clock::now();
+  absl::StatusOr<std::unique_ptr<ShmCommunicator>> c = ShmCommunicator::Create(o, store);
+  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  abandon.join();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable) << c.status();
+  EXPECT_NE(c.status().message().find("abandoned"), std::string::npos) << c.status();
+  EXPECT_LT(waited, 5.0);
+  const std::vector<char> name = store.get("shm/segment");
+  EXPECT_FALSE(SegmentExists(std::string(name.begin(), name.end())));
 }
 
 TEST(ShmCommunicatorTest, PeerThatStopsCallingIsDeadlineExceededThenBroken) {
