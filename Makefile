@@ -2,7 +2,8 @@
 # matter; each sets up dependencies and builds first.
 #
 #   make test        set-up + build + every test (ctest) + the fuzzers (tests/fuzz/run.sh,
-#                    a clang build in build-fuzz); CI runs this (.ci/run)
+#                    a clang build in build-fuzz) + the sanitizer builds and their tests
+#                    (tests/sanitizers/run.sh: build-asan, build-tsan); CI runs this (.ci/run)
 #   make run         set-up + build + a local cluster: folio serve $(SERVE_ARGS)
 #                    (e.g. SERVE_ARGS="--tp 2")
 #   make bench       set-up + build + the scheduler and kernel benchmarks
@@ -37,6 +38,7 @@ build: configure
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=error -j$(JOBS)
 	JOBS=$(JOBS) bash tests/fuzz/run.sh
+	JOBS=$(JOBS) bash tests/sanitizers/run.sh
 
 # A whole local cluster (folio-scheduler + folio-worker) serving the demo
 # model on 127.0.0.1:50051 (gRPC) and http://127.0.0.1:8000/v1 (OpenAI HTTP);

@@ -1,13 +1,13 @@
 # Sanitizer builds: -DFOLIO_SANITIZE=address,undefined (ASan + UBSan) or
 # -DFOLIO_SANITIZE=thread (TSan). Included by the top level before the CUDA
 # check. tests/sanitizers/run.sh configures build-asan/ and build-tsan/ with it
-# and runs the tests that the sanitizers cover (not yet part of `make test`).
+# and runs the tests that the sanitizers cover (`make test` runs it last).
 #
 # Every C/C++ object and every link gets -fsanitize=<list> and
 # -fno-omit-frame-pointer (whole stacks in reports). UBSan findings abort
 # (-fno-sanitize-recover=all) so that a finding fails its test instead of
 # printing a line that nobody reads. The optimisation level comes from the
-# build type and its flags as usual (run.sh uses -O1 -g1).
+# build type and its flags as usual (run.sh sets the levels it uses and why).
 #
 # CUDA is off in sanitizer builds: nvcc's device code and the static cudart
 # are not instrumented, and the CUDA driver maps memory where ASan keeps its
@@ -43,6 +43,17 @@ add_compile_options(
   "$<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=all>")
 add_link_options("-fsanitize=${_folio_sanitize_flag}")
 
+# The test files themselves may build at another level than the code they
+# test (e.g. -O0: a GoogleTest file with ASan + UBSan compiles 2.5x faster
+# than at -O1, and the time a test runs is mostly spent in the libraries).
+# Appended after the build type's flags, so it wins for targets under tests/.
+set(FOLIO_SANITIZE_TESTS_OPT "" CACHE STRING
+  "Sanitizer builds: optimisation flag for the targets under tests/ (empty: the build type's)")
+if(FOLIO_SANITIZE_TESTS_OPT)
+  add_compile_options(
+    "$<$<PATH:IS_PREFIX,${PROJECT_SOURCE_DIR}/tests,$<TARGET_PROPERTY:SOURCE_DIR>>:${FOLIO_SANITIZE_TESTS_OPT}>")
+endif()
+
 if("thread" IN_LIST _folio_sanitizers)
   # The CPU kernels' SIMD clones (FOLIO_SIMD_CLONES, kernels/cpu/vec_math.h)
   # are picked by ifunc resolvers that the dynamic loader runs while it
@@ -50,15 +61,20 @@ if("thread" IN_LIST _folio_sanitizers)
   # instruments those resolvers too, so every binary would segfault at
   # start. TSan builds compile the baseline loops only (the same source).
   add_compile_definitions(FOLIO_NO_SIMD_CLONES)
-  # Debian's abseil is not built with TSan: absl::Mutex / CondVar /
-  # Notification (ours and gRPC's) synchronize nothing TSan can see. This
-  # library annotates them (the reasons and limits are in the file); linked
-  # into every target made after this point, so it comes before abseil in
-  # each executable's library order.
-  add_library(folio_tsan_absl_sync SHARED
-    ${PROJECT_SOURCE_DIR}/tests/sanitizers/tsan_absl_sync.cc)
-  target_link_libraries(folio_tsan_absl_sync PRIVATE ${CMAKE_DL_LIBS})
-  link_libraries(folio_tsan_absl_sync)
+  # Debian's abseil and gRPC are not built with TSan: absl::Mutex / CondVar /
+  # Notification (ours and gRPC's) and the hand-over of a gRPC call's batch
+  # to the thread that completes it synchronize nothing TSan can see. This
+  # library annotates them (the reasons and limits are in the file). Every
+  # target made after this point links it, and every executable names it
+  # first on its link line (link options come before the objects and
+  # libraries), so that it precedes abseil and gRPC in the executable's
+  # library order and its definitions are the ones that calls bind to.
+  add_library(folio_tsan_annotations SHARED
+    ${PROJECT_SOURCE_DIR}/tests/sanitizers/tsan_annotations.cc)
+  target_link_libraries(folio_tsan_annotations PRIVATE ${CMAKE_DL_LIBS})
+  link_libraries(folio_tsan_annotations)
+  add_link_options(
+    "$<$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>:$<TARGET_FILE:folio_tsan_annotations>>")
 endif()
 
 # A normal variable shadows the cached option for this build tree only.
