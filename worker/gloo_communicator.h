@@ -20,8 +20,8 @@
 // Thread-compatible: one thread calls a communicator at a time (Abort()
 // excepted).
 
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>

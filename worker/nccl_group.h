@@ -28,7 +28,8 @@
 // group is broken and must be rebuilt by every rank.
 //
 // Thread-compatible: one thread (the rank's worker thread) calls a group at a
-// time (RequestAbort() excepted, which any thread may call). Each call makes `device` current on the calling thread.
+// time (RequestAbort() excepted, which any thread may call). Each call makes
+// `device` current on the calling thread.
 
 #include <atomic>
 #include <chrono>
