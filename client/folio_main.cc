@@ -61,7 +61,8 @@ Engine:
                       KV cache's token slots; larger than those is an error)
 Output:
   --json              one JSON object per request (ids, log-probs, finish reasons)
-  --timing            on stderr: load time, tokens, ms per output token, tokens/s
+  --timing            on stderr: load time, tokens, ms per output token, tokens/s, and
+                      the worker's step time by part (GEMMs, attention, norms, ...)
 
 Exit status: 0 when every request was served, 1 when some failed (each is
 still printed, with its error), 2 for bad flags or a model that cannot load.
@@ -286,6 +287,8 @@ int Run(int argc, char** argv) {
   if (!(*engine)->max_model_len_note().empty()) {
     std::fprintf(stderr, "folio run: %s\n", (*engine)->max_model_len_note().c_str());
   }
+  StepProfile profile;
+  if (f.timing) (*engine)->set_step_profile(&profile);
   const auto generate_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<OfflineEngine::Result>> results = (*engine)->Generate(requests);
   const double generate_s = SecondsSince(generate_start);
@@ -304,6 +307,9 @@ int Run(int argc, char** argv) {
                  static_cast<long long>(output_tokens), generate_s,
                  output_tokens > 0 ? 1e3 * generate_s / output_tokens : 0.0,
                  generate_s > 0 ? output_tokens / generate_s : 0.0);
+    // Where the worker's step time went, by part.
+    std::fprintf(stderr, "%s%s", FormatStepTimes("folio run: decode", profile.decode).c_str(),
+                 FormatStepTimes("folio run: prompt", profile.other).c_str());
   }
   bool any_failed = false;
   for (size_t i = 0; i < results->size(); ++i) {

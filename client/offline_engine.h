@@ -82,6 +82,9 @@ class OfflineEngine {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const Scheduler& scheduler() const { return *scheduler_; }
   const ModelConfig& model_config() const { return worker_->config(); }
+  // Times every step by part from now on (worker/step_profile.h); `profile`
+  // must outlive the engine's Generate calls.
+  void set_step_profile(StepProfile* profile) { worker_->set_step_profile(profile); }
   // Why max_model_len was capped below the model's, for the user; empty
   // when it was not.
   const std::string& max_model_len_note() const { return max_model_len_note_; }

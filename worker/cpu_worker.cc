@@ -109,11 +109,32 @@ absl::Status CpuWorker::AllocateCache(int32_t num_device_blocks, int32_t num_hos
 absl::StatusOr<StepResult> CpuWorker::Execute(const StepPlan& plan) {
   if (cache_ == nullptr) return absl::FailedPreconditionError("Execute before AllocateCache");
   ApplyThreadSettings(options_.num_threads);
-  if (absl::Status s = cache_->ExecuteBlockOps(plan); !s.ok()) return s;
-  if (absl::Status s = mirror_->ApplyMetadata(plan); !s.ok()) return s;
-  if (absl::Status s = BuildForwardBatch(plan, *mirror_, options_.block_size, &batch_, &batch_seqs_);
-      !s.ok()) {
-    return s;
+  if (profile_ == nullptr) return ExecuteTimed(plan, nullptr);
+  // The kind of step is known once the batch is built: time into a scratch
+  // set of sums, then add them to the right kind.
+  StepTimes times;
+  const int64_t start = ScopedStepPart::Now();
+  absl::StatusOr<StepResult> result = ExecuteTimed(plan, &times);
+  times.total_nanos = ScopedStepPart::Now() - start;
+  StepTimes& into = batch_.num_tokens() == batch_.num_seqs() ? profile_->decode : profile_->other;
+  for (size_t p = 0; p < times.nanos.size(); ++p) into.nanos[p] += times.nanos[p];
+  into.total_nanos += times.total_nanos;
+  into.tokens += batch_.num_tokens();
+  ++into.steps;
+  return result;
+}
+
+absl::StatusOr<StepResult> CpuWorker::ExecuteTimed(const StepPlan& plan, StepTimes* times) {
+  runner_->set_step_times(times);
+  {
+    ScopedStepPart part(times, StepPart::kPlan);
+    if (absl::Status s = cache_->ExecuteBlockOps(plan); !s.ok()) return s;
+    if (absl::Status s = mirror_->ApplyMetadata(plan); !s.ok()) return s;
+    if (absl::Status s =
+            BuildForwardBatch(plan, *mirror_, options_.block_size, &batch_, &batch_seqs_);
+        !s.ok()) {
+      return s;
+    }
   }
   if (absl::Status s = runner_->Forward(batch_, logits_); !s.ok()) return s;
 
@@ -136,14 +157,15 @@ absl::StatusOr<StepResult> CpuWorker::Execute(const StepPlan& plan) {
     return s;
   }
   if (!rank0) return result;
+  ScopedStepPart sampling(times, StepPart::kSampling);
   const int32_t vocab = config().vocab_size;
-  size_t row = 0;
+  sample_rows_.clear();
   for (size_t s = 0; s < plan.scheduled.size(); ++s) {
     const ScheduledSequence& work = plan.scheduled[s];
     if (work.sample_mode == SampleMode::kNone) continue;
     const MirroredSequence& m = *batch_seqs_[s];
-    SamplingRequest req;
-    req.logits = std::span<const float>(&logits_[row * vocab], vocab);
+    SamplingRequest& req = sample_rows_.emplace_back();
+    req.logits = std::span<const float>(&logits_[(sample_rows_.size() - 1) * vocab], vocab);
     req.params = &m.sampling;
     req.prompt_tokens = std::span<const TokenId>(m.tokens.data(), m.num_prompt_tokens);
     req.output_tokens = std::span<const TokenId>(m.tokens.data() + m.num_prompt_tokens,
@@ -152,8 +174,12 @@ absl::StatusOr<StepResult> CpuWorker::Execute(const StepPlan& plan) {
     req.sequence_index = m.index;
     req.mode = work.sample_mode;
     req.num_samples = work.num_samples;
-    result.samples.push_back({work.seq_id, sampler_.Sample(req)});
-    ++row;
+  }
+  sampler_.SampleRows(sample_rows_, &samples_);
+  size_t row = 0;
+  for (const ScheduledSequence& work : plan.scheduled) {
+    if (work.sample_mode == SampleMode::kNone) continue;
+    result.samples.push_back({work.seq_id, std::move(samples_[row++])});
   }
   return result;
 }

@@ -19,6 +19,7 @@
 #include "worker/packed_weights.h"
 #include "worker/prompt_logprobs.h"
 #include "worker/sampler.h"
+#include "worker/step_profile.h"
 
 namespace folio {
 
@@ -95,7 +96,13 @@ class CpuWorker final : public ModelWorker {
   // REQUIRES: AllocateCache done (FAILED_PRECONDITION otherwise).
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
 
+  // Time every step from now on, by part (worker/step_profile.h); `profile`
+  // must outlive the worker or a later call with null, which stops it.
+  void set_step_profile(StepProfile* profile) { profile_ = profile; }
+
  private:
+  absl::StatusOr<StepResult> ExecuteTimed(const StepPlan& plan, StepTimes* times);
+
   CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weights, PackedWeights packed);
 
   const Options options_;
@@ -105,7 +112,10 @@ class CpuWorker final : public ModelWorker {
   std::unique_ptr<CacheEngine> cache_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<PlanMirror> mirror_;
-  Sampler sampler_;
+  BatchSampler sampler_;
+  std::vector<SamplingRequest> sample_rows_;          // this step's rows to sample
+  std::vector<std::vector<SampledToken>> samples_;    // and their samples
+  StepProfile* profile_ = nullptr;
   ForwardBatch batch_;
   std::vector<const MirroredSequence*> batch_seqs_;  // per batch sequence
   std::vector<float> logits_;

@@ -61,25 +61,46 @@ absl::Status ModelRunner::Forward(const ForwardBatch& batch, std::vector<float>&
           absl::StrCat("token id ", id, " is out of vocabulary (size ", c.vocab_size, ")"));
     }
   }
-  if (absl::Status s = VocabParallelEmbed(w_, p_.embedding(), reducer_, batch.token_ids.data(), n,
-                                          residual_.data());
-      !s.ok()) {
-    return s;
+  {
+    ScopedStepPart part(times_, StepPart::kEmbed);
+    if (absl::Status s = VocabParallelEmbed(w_, p_.embedding(), reducer_, batch.token_ids.data(),
+                                            n, residual_.data());
+        !s.ok()) {
+      return s;
+    }
   }
   // residual_ carries the stream; normed_ is each sub-layer's input.
   for (int32_t layer = 0; layer < c.num_layers; ++layer) {
     const LayerWeights& L = w_.layers[layer];
-    kernels::cpu::RmsNorm(residual_.data(), L.input_norm.data(), n, d, c.rms_norm_eps, normed_.data());
+    Norm(L.input_norm.data(), n);
     if (absl::Status s = Attention(layer, batch, n); !s.ok()) return s;
     // residual += attention output (hidden_), then the MLP's input norm.
-    for (size_t i = 0; i < size_t(n) * d; ++i) residual_[i] += hidden_[i];
-    kernels::cpu::RmsNorm(residual_.data(), L.post_attention_norm.data(), n, d, c.rms_norm_eps,
-                     normed_.data());
+    AddResidual(n);
+    Norm(L.post_attention_norm.data(), n);
     if (absl::Status s = Mlp(layer, n); !s.ok()) return s;
-    for (size_t i = 0; i < size_t(n) * d; ++i) residual_[i] += hidden_[i];
+    AddResidual(n);
   }
   last_num_tokens_ = n;
   return Logits(batch.logits_rows, logits);
+}
+
+void ModelRunner::Norm(const float* weight, int32_t n) {
+  ScopedStepPart part(times_, StepPart::kNorm);
+  const ModelConfig& c = w_.config;
+  kernels::cpu::RmsNorm(residual_.data(), weight, n, c.hidden_size, c.rms_norm_eps,
+                        normed_.data());
+}
+
+void ModelRunner::AddResidual(int32_t n) {
+  ScopedStepPart part(times_, StepPart::kResidual);
+  const size_t elems = size_t(n) * w_.config.hidden_size;
+  for (size_t i = 0; i < elems; ++i) residual_[i] += hidden_[i];
+}
+
+absl::Status ModelRunner::AllReduce(int32_t n) {
+  if (reducer_ == nullptr) return absl::OkStatus();
+  ScopedStepPart part(times_, StepPart::kAllReduce);
+  return reducer_->AllReduceSum(hidden_.data(), int64_t{n} * w_.config.hidden_size);
 }
 
 absl::Status ModelRunner::Logits(std::span<const int32_t> rows, std::vector<float>& logits) {
@@ -94,10 +115,14 @@ absl::Status ModelRunner::Logits(std::span<const int32_t> rows, std::vector<floa
     }
   }
   Grow(rows_, size_t(r) * d);
-  for (int32_t i = 0; i < r; ++i) {
-    kernels::cpu::RmsNorm(&residual_[size_t(rows[i]) * d], w_.final_norm.data(), 1, d,
-                          c.rms_norm_eps, &rows_[size_t(i) * d]);
+  {
+    ScopedStepPart part(times_, StepPart::kNorm);
+    for (int32_t i = 0; i < r; ++i) {
+      kernels::cpu::RmsNorm(&residual_[size_t(rows[i]) * d], w_.final_norm.data(), 1, d,
+                            c.rms_norm_eps, &rows_[size_t(i) * d]);
+    }
   }
+  ScopedStepPart part(times_, StepPart::kLmHead);
   if (reducer_ == nullptr || reducer_->world_size() == 1) {
     logits.resize(size_t(r) * c.vocab_size);
     if (r > 0) kernels::cpu::PackedGemm(rows_.data(), r, p_.lm_head, logits.data());
@@ -114,65 +139,86 @@ absl::Status ModelRunner::Logits(std::span<const int32_t> rows, std::vector<floa
 absl::Status ModelRunner::Attention(int32_t layer, const ForwardBatch& batch, int32_t n) {
   const ModelConfig& c = w_.config;
   const LayerWeights& L = w_.layers[layer];
-  const int32_t d = c.hidden_size, hd = c.head_dim;
+  const int32_t hd = c.head_dim;
   const int32_t heads = w_.shape.num_heads, kv_heads = w_.shape.num_kv_heads;
   const int32_t q_width = heads * hd, kv_width = kv_heads * hd;
   const int32_t qkv_width = q_width + 2 * kv_width;
   Grow(qkv_, size_t(n) * qkv_width);
-  kernels::cpu::PackedGemm(normed_.data(), n, p_.layers[layer].qkv, qkv_.data());
   Grow(q_, size_t(n) * q_width);
   Grow(k_, size_t(n) * kv_width);
   Grow(v_, size_t(n) * kv_width);
-  for (int32_t t = 0; t < n; ++t) {
-    float* row = &qkv_[size_t(t) * qkv_width];
-    if (!L.qkv_bias.empty()) {
-      for (int32_t i = 0; i < qkv_width; ++i) row[i] += L.qkv_bias[i];
+  {
+    ScopedStepPart part(times_, StepPart::kQkvGemm);
+    kernels::cpu::PackedGemm(normed_.data(), n, p_.layers[layer].qkv, qkv_.data());
+    for (int32_t t = 0; t < n; ++t) {
+      float* row = &qkv_[size_t(t) * qkv_width];
+      if (!L.qkv_bias.empty()) {
+        for (int32_t i = 0; i < qkv_width; ++i) row[i] += L.qkv_bias[i];
+      }
+      std::memcpy(&q_[size_t(t) * q_width], row, sizeof(float) * q_width);
+      std::memcpy(&k_[size_t(t) * kv_width], row + q_width, sizeof(float) * kv_width);
+      std::memcpy(&v_[size_t(t) * kv_width], row + q_width + kv_width, sizeof(float) * kv_width);
     }
-    std::memcpy(&q_[size_t(t) * q_width], row, sizeof(float) * q_width);
-    std::memcpy(&k_[size_t(t) * kv_width], row + q_width, sizeof(float) * kv_width);
-    std::memcpy(&v_[size_t(t) * kv_width], row + q_width + kv_width, sizeof(float) * kv_width);
   }
   std::string error;
   if (!rope_.CheckPositions(batch.positions.data(), n, &error)) {
     return absl::InvalidArgumentError(absl::StrCat("positions: ", error));
   }
-  rope_.Apply(batch.positions.data(), n, q_.data(), heads, k_.data(), kv_heads);
+  {
+    ScopedStepPart part(times_, StepPart::kRope);
+    rope_.Apply(batch.positions.data(), n, q_.data(), heads, k_.data(), kv_heads);
+  }
 
   const kernels::PagedKvLayer kv = cache_.Layer(layer);
   const int64_t bytes_per_block = kernels::BlockElems(cache_.shape()) * int64_t{sizeof(float)};
   const kernels::KvLayerView view{cache_.key_cache(layer), cache_.value_cache(layer),
                                   cache_.options().num_device_blocks, bytes_per_block};
-  if (!kernels::cpu::ReshapeAndCache(k_.data(), v_.data(), batch.slot_mapping.data(), n,
-                                     cache_.shape(), view, &error)) {
-    return absl::InternalError(absl::StrCat("reshape_and_cache, layer ", layer, ": ", error));
+  {
+    ScopedStepPart part(times_, StepPart::kKvWrite);
+    if (!kernels::cpu::ReshapeAndCache(k_.data(), v_.data(), batch.slot_mapping.data(), n,
+                                       cache_.shape(), view, &error)) {
+      return absl::InternalError(absl::StrCat("reshape_and_cache, layer ", layer, ": ", error));
+    }
   }
   const kernels::BlockTables tables{batch.block_tables.data(), batch.num_seqs(),
                                     batch.max_blocks_per_seq};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   Grow(attn_, size_t(n) * q_width);
-  if (n == batch.num_seqs()) {
-    kernels::cpu::PagedAttentionDecode(q_.data(), kv, tables, batch.context_lens.data(), heads,
-                                       scale, attn_.data(), c.AttentionWindow(layer));
-  } else {
-    kernels::cpu::PagedAttentionPrefill(q_.data(), kv, tables, batch.query_start.data(),
-                                        batch.context_lens.data(), heads, scale, attn_.data(),
-                                        c.AttentionWindow(layer));
+  {
+    ScopedStepPart part(times_, StepPart::kAttention);
+    if (n == batch.num_seqs()) {
+      kernels::cpu::PagedAttentionDecode(q_.data(), kv, tables, batch.context_lens.data(), heads,
+                                         scale, attn_.data(), c.AttentionWindow(layer));
+    } else {
+      kernels::cpu::PagedAttentionPrefill(q_.data(), kv, tables, batch.query_start.data(),
+                                          batch.context_lens.data(), heads, scale, attn_.data(),
+                                          c.AttentionWindow(layer));
+    }
   }
-  kernels::cpu::PackedGemm(attn_.data(), n, p_.layers[layer].o_proj, hidden_.data());
-  if (reducer_ != nullptr) return reducer_->AllReduceSum(hidden_.data(), int64_t{n} * d);
-  return absl::OkStatus();
+  {
+    ScopedStepPart part(times_, StepPart::kOGemm);
+    kernels::cpu::PackedGemm(attn_.data(), n, p_.layers[layer].o_proj, hidden_.data());
+  }
+  return AllReduce(n);
 }
 
 absl::Status ModelRunner::Mlp(int32_t layer, int32_t n) {
-  const ModelConfig& c = w_.config;
-  const int32_t d = c.hidden_size, inter = w_.shape.intermediate;
+  const int32_t inter = w_.shape.intermediate;
   Grow(gate_up_, size_t(n) * 2 * inter);
-  kernels::cpu::PackedGemm(normed_.data(), n, p_.layers[layer].gate_up, gate_up_.data());
   Grow(act_, size_t(n) * inter);
-  kernels::cpu::SiluAndMul(gate_up_.data(), n, inter, act_.data());
-  kernels::cpu::PackedGemm(act_.data(), n, p_.layers[layer].down_proj, hidden_.data());
-  if (reducer_ != nullptr) return reducer_->AllReduceSum(hidden_.data(), int64_t{n} * d);
-  return absl::OkStatus();
+  {
+    ScopedStepPart part(times_, StepPart::kMlpGemm);
+    kernels::cpu::PackedGemm(normed_.data(), n, p_.layers[layer].gate_up, gate_up_.data());
+  }
+  {
+    ScopedStepPart part(times_, StepPart::kActivation);
+    kernels::cpu::SiluAndMul(gate_up_.data(), n, inter, act_.data());
+  }
+  {
+    ScopedStepPart part(times_, StepPart::kMlpGemm);
+    kernels::cpu::PackedGemm(act_.data(), n, p_.layers[layer].down_proj, hidden_.data());
+  }
+  return AllReduce(n);
 }
 
 }  // namespace folio

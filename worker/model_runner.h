@@ -14,6 +14,7 @@
 #include "worker/forward_batch.h"
 #include "worker/model_weights.h"
 #include "worker/packed_weights.h"
+#include "worker/step_profile.h"
 
 namespace folio {
 
@@ -48,15 +49,22 @@ class ModelRunner {
   // makes the same call. Valid until the next Forward.
   absl::Status Logits(std::span<const int32_t> rows, std::vector<float>& logits);
 
+  // Where the time of the calls from now on goes (null: nowhere, the default).
+  void set_step_times(StepTimes* times) { times_ = times; }
+
  private:
   absl::Status Attention(int32_t layer, const ForwardBatch& batch, int32_t n);
   absl::Status Mlp(int32_t layer, int32_t n);
+  void Norm(const float* weight, int32_t n);  // normed_ = RmsNorm(residual_)
+  void AddResidual(int32_t n);                // residual_ += hidden_
+  absl::Status AllReduce(int32_t n);          // hidden_ summed over the ranks
 
   const ModelWeights& w_;
   const PackedWeights& p_;
   CacheEngine& cache_;
   Communicator* const reducer_;
   const kernels::cpu::RotaryEmbedding rope_;
+  StepTimes* times_ = nullptr;
 
   // Activations, grown on demand and reused.
   std::vector<float> logits_scratch_;  // this rank's vocabulary slice of the logits

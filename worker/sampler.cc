@@ -1,10 +1,12 @@
 #include "worker/sampler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 #include "common/bad_words.h"
 #include "common/check.h"
+#include "kernels/cpu/threads.h"
 
 namespace folio {
 
@@ -106,6 +108,32 @@ std::vector<SampledToken> Sampler::Sample(const SamplingRequest& r) {
   out.reserve(samples_.size());
   for (const kernels::cpu::ScoredToken& s : samples_) out.push_back({s.token, s.logprob, top});
   return out;
+}
+
+void BatchSampler::SampleRows(std::span<const SamplingRequest> rows,
+                              std::vector<std::vector<SampledToken>>* out) {
+  out->resize(rows.size());
+  // Below a few rows of a small vocabulary a parallel region costs more than
+  // it saves.
+  constexpr size_t kMinParallelLogits = size_t{1} << 15;
+  const size_t logits = rows.empty() ? 0 : rows.size() * rows[0].logits.size();
+  const int32_t threads =
+      logits < kMinParallelLogits ? 1 : std::min<int32_t>(kernels::cpu::KernelThreads(),
+                                                          static_cast<int32_t>(rows.size()));
+  while (samplers_.size() < static_cast<size_t>(threads)) samplers_.emplace_back(default_seed_);
+  if (threads <= 1) {
+    for (size_t i = 0; i < rows.size(); ++i) (*out)[i] = samplers_[0].Sample(rows[i]);
+    return;
+  }
+  // Rows vary in cost (penalties, top-p sorts): each thread takes the next
+  // unclaimed one.
+  std::atomic<size_t> next{0};
+  kernels::cpu::ParallelFor(threads, [&](int64_t t) {
+    Sampler& sampler = samplers_[t];
+    for (size_t i = next.fetch_add(1); i < rows.size(); i = next.fetch_add(1)) {
+      (*out)[i] = sampler.Sample(rows[i]);
+    }
+  });
 }
 
 }  // namespace folio

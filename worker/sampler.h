@@ -76,6 +76,25 @@ class Sampler {
   std::vector<kernels::cpu::ScoredToken> top_;
 };
 
+// Samples many rows at once, spread over the kernel threads, one Sampler
+// each: a row's draws depend only on its request (the keys above), so the
+// tokens are the same whatever thread takes it. A decode step of 64
+// sequences otherwise samples on one thread while the others wait.
+//
+// Thread-compatible; call it from the thread that runs the kernels.
+class BatchSampler {
+ public:
+  explicit BatchSampler(uint64_t default_seed) : default_seed_(default_seed) {}
+
+  // out[i] = Sample(rows[i]).
+  void SampleRows(std::span<const SamplingRequest> rows,
+                  std::vector<std::vector<SampledToken>>* out);
+
+ private:
+  const uint64_t default_seed_;
+  std::vector<Sampler> samplers_;  // one per kernel thread, made on demand
+};
+
 // log-softmax in float with a max shift; `out` may alias `in`.
 void LogSoftmax(std::span<const float> in, std::span<float> out);
 

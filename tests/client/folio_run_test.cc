@@ -393,7 +393,8 @@ TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
   EXPECT_THAT(help.out, HasSubstr("--prompts-file"));
 }
 
-// --timing reports the run's figures on stderr; stdout keeps only the text.
+// --timing reports the run's figures on stderr, then the step time by part;
+// stdout keeps only the text.
 // int8 weights serve the same prompt too.
 TEST(FolioRunTest, TimingLineCountsTheTokens) {
   for (const std::string quantization : {"", "int8"}) {
@@ -406,6 +407,11 @@ TEST(FolioRunTest, TimingLineCountsTheTokens) {
     EXPECT_THAT(r.err, HasSubstr(" + 9 output tokens in "));
     EXPECT_THAT(r.err, HasSubstr(" ms per output token"));
     EXPECT_THAT(r.out, Not(HasSubstr("ms per output token")));
+    // Then the worker's steps by part: 1 prompt step, 8 decode steps.
+    EXPECT_THAT(r.err, HasSubstr("folio run: decode steps: 8, 1.0 tokens each, "));
+    EXPECT_THAT(r.err, HasSubstr("folio run: prompt steps: 1, "));
+    EXPECT_THAT(r.err, HasSubstr("  mlp gemms "));
+    EXPECT_THAT(r.err, HasSubstr("  attention "));
   }
 }
 

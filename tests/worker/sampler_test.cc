@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/threads.h"
 
 namespace folio {
 namespace {
@@ -674,6 +675,68 @@ TEST(SamplerTest, TopLogprobsAreTheNBestOfTheRawDistribution) {
   EXPECT_EQ(three[0].top_logprobs[0].token_id, 1);
   EXPECT_EQ(three[0].top_logprobs[1].token_id, 2);
   EXPECT_EQ(three[0].top_logprobs[2].token_id, 0);
+}
+
+// A batch sampled over two threads gives every row the tokens, log-probs and
+// alternatives one Sampler gives it alone: greedy, seeded and unseeded
+// draws, top-k / top-p, penalties, several samples, beam candidates.
+TEST(BatchSamplerTest, RowsSampledInParallelEqualRowsSampledAlone) {
+  constexpr int kRows = 96, kVocab = 2048;
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<std::vector<float>> logits(kRows, std::vector<float>(kVocab));
+  for (auto& row : logits) {
+    for (float& x : row) x = normal(gen);
+  }
+  const std::vector<TokenId> prompt = {3, 9, 27, 81};
+  const std::vector<TokenId> output = {5, 25, 125, 625};
+  std::vector<SamplingParams> params(kRows);
+  std::vector<SamplingRequest> rows;
+  for (int i = 0; i < kRows; ++i) {
+    SamplingParams& p = params[i];
+    p.temperature = i % 4 == 0 ? 0.0f : 0.7f + 0.1f * (i % 3);
+    if (i % 3 == 0) p.seed = 1000 + i;
+    if (i % 5 == 1) p.top_k = 40;
+    if (i % 7 == 2) p.top_p = 0.9f;
+    if (i % 6 == 3) p.repetition_penalty = 1.3f;
+    if (i % 8 == 5) p.logprobs = 3;
+    SamplingRequest r = MakeRequest(logits[i], p, prompt, output);
+    r.request_id = i;
+    r.sequence_index = i % 2;
+    if (i % 11 == 4) r.num_samples = 3;
+    if (i % 13 == 6) {
+      r.mode = SampleMode::kBeamCandidates;
+      r.num_samples = 4;
+    }
+    rows.push_back(r);
+  }
+  kernels::cpu::SetKernelThreads(2);
+  BatchSampler batch(/*default_seed=*/42);
+  std::vector<std::vector<SampledToken>> got;
+  for (int round = 0; round < 2; ++round) {  // the second reuses the samplers
+    batch.SampleRows(rows, &got);
+    ASSERT_EQ(got.size(), rows.size());
+    Sampler alone(/*default_seed=*/42);
+    for (int i = 0; i < kRows; ++i) {
+      const std::vector<SampledToken> want = alone.Sample(rows[i]);
+      ASSERT_EQ(got[i].size(), want.size()) << "row " << i;
+      for (size_t j = 0; j < want.size(); ++j) {
+        EXPECT_EQ(got[i][j].token_id, want[j].token_id) << "row " << i;
+        EXPECT_EQ(got[i][j].logprob, want[j].logprob) << "row " << i;
+        ASSERT_EQ(got[i][j].top_logprobs.size(), want[j].top_logprobs.size()) << "row " << i;
+        for (size_t k = 0; k < want[j].top_logprobs.size(); ++k) {
+          EXPECT_EQ(got[i][j].top_logprobs[k].token_id, want[j].top_logprobs[k].token_id);
+        }
+      }
+    }
+  }
+  // An empty batch and one row (sampled inline) work too.
+  batch.SampleRows({}, &got);
+  EXPECT_TRUE(got.empty());
+  batch.SampleRows(std::span<const SamplingRequest>(rows.data(), 1), &got);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0][0].token_id, Sampler(42).Sample(rows[0])[0].token_id);
+  kernels::cpu::SetKernelThreads(0);
 }
 
 }  // namespace folio
