@@ -98,7 +98,8 @@ BENCHMARK_CAPTURE(BM_Packed, bf16, WeightType::kBFloat16, "best")->Apply(Shapes)
 BENCHMARK_CAPTURE(BM_Packed, int8, WeightType::kInt8, "best")->Apply(Shapes)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Packed, f32_avx2, WeightType::kFloat32, "avx2")->Apply(Shapes)->UseRealTime();
 
-// The machine's FLOP peak as OpenBLAS reaches it on a large square product.
+// The machine's FLOP rate as OpenBLAS reaches it on a large square product
+// (a practical GEMM figure; the arithmetic peak is BM_FmaPeak).
 void BM_FlopPeak(benchmark::State& state) {
   const int32_t n = static_cast<int32_t>(state.range(0));
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
@@ -145,6 +146,51 @@ void BM_MemRead(benchmark::State& state) {
                                               benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MemRead)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The cores' arithmetic peak: chains of independent FMAs on registers only,
+// on every kernel thread, 512-bit where the CPU has AVX-512 (a core with a
+// 256-bit FMA datapath runs them at half rate, which this counts right).
+// 12 chains hide the FMA latency (4 cycles) at two FMAs a cycle.
+// One macro body for both widths (a generic template would not inline the
+// target-specific intrinsics); twelve named accumulators, so they stay in
+// registers.
+#define FOLIO_FMA_CHAINS(V, SET, FMA, LANE0)                                          \
+  const V a = SET(0.999999f), b = SET(1e-7f);                                         \
+  V c0 = SET(0), c1 = SET(1), c2 = SET(2), c3 = SET(3), c4 = SET(4), c5 = SET(5);     \
+  V c6 = SET(6), c7 = SET(7), c8 = SET(8), c9 = SET(9), c10 = SET(10), c11 = SET(11); \
+  for (int64_t it = 0; it < iterations; ++it) {                                       \
+    c0 = FMA(c0, a, b), c1 = FMA(c1, a, b), c2 = FMA(c2, a, b), c3 = FMA(c3, a, b);   \
+    c4 = FMA(c4, a, b), c5 = FMA(c5, a, b), c6 = FMA(c6, a, b), c7 = FMA(c7, a, b);   \
+    c8 = FMA(c8, a, b), c9 = FMA(c9, a, b), c10 = FMA(c10, a, b);                     \
+    c11 = FMA(c11, a, b);                                                             \
+  }                                                                                   \
+  return LANE0(c0) + LANE0(c1) + LANE0(c2) + LANE0(c3) + LANE0(c4) + LANE0(c5) +      \
+         LANE0(c6) + LANE0(c7) + LANE0(c8) + LANE0(c9) + LANE0(c10) + LANE0(c11);
+__attribute__((target("avx512f"))) float Chains512(int64_t iterations) {
+  FOLIO_FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_cvtss_f32)
+}
+__attribute__((target("avx2,fma"))) float Chains256(int64_t iterations) {
+  FOLIO_FMA_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_cvtss_f32)
+}
+#undef FOLIO_FMA_CHAINS
+
+void BM_FmaPeak(benchmark::State& state) {
+  const bool wide = __builtin_cpu_supports("avx512f");
+  constexpr int64_t kIterations = 1 << 22;
+  const int64_t threads = KernelThreads();
+  std::vector<float> sums(threads);
+  for (auto _ : state) {
+    ParallelFor(threads, [&](int64_t t) {
+      sums[t] = wide ? Chains512(kIterations) : Chains256(kIterations);
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  const double flops_per_call = 2.0 * 12 * (wide ? 16 : 8) * kIterations * threads;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops_per_call * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(wide ? "avx512" : "avx2");
+}
+BENCHMARK(BM_FmaPeak)->UseRealTime()->Unit(benchmark::kMillisecond);
 #endif
 
 }  // namespace
