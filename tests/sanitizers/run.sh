@@ -69,6 +69,7 @@ TSAN_TARGETS=(
   tensor_parallel_test       # LocalCommunicator, one thread per rank
   rendezvous_service_test    # the store ranks meet through
   worker_service_test        # folio.v1.Worker, in-process and folio-worker
+  worker_service_again_test  # folio.v1.Worker's Initialize again, in-process ranks
 )
 # Single tests (ctest names) the TSan build skips, with reasons (none yet).
 TSAN_SKIP_TESTS=()
