@@ -39,7 +39,7 @@ class Interpreter {
  public:
   // Statement and expression evaluation may nest this many times max_depth
   // (across macro calls) before RESOURCE_EXHAUSTED: at the limit a render
-  // needs well under 1 MiB of stack (jinja_test checks it on a 1 MiB thread).
+  // needs well under 1 MiB of stack (jinja_limits_test checks it on a 1 MiB thread).
   static constexpr int kNestingPerDepth = 8;
 
   explicit Interpreter(const TemplateOptions& options) : options_(options) {}

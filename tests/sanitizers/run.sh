@@ -55,7 +55,7 @@ ASAN_SKIP_TESTS=(
   # several times larger, so the budget only holds for the normal build.
   'JinjaLimitsTest\.NestingFitsInOneMegabyteOfStack'
   # A Python oracle test (jinja2 renders the same cases); the renderer it
-  # drives is covered by jinja_test and chat_template_test here.
+  # drives is covered by the jinja_*_test binaries and chat_template_test here.
   'chat_template_conformance'
 )
 
