@@ -39,6 +39,13 @@ class BlockPool {
   // Takes the block at the head of the free queue (evicting its cached
   // content, if any) with reference count 1. Returns kNoBlock when none is free.
   BlockId Allocate();
+  // The block Allocate would hand out next (kNoBlock when none is free), and
+  // the content it holds when it is cached (null otherwise): what a host tier
+  // copies out before the content is evicted.
+  BlockId next_free() const { return free_head_; }
+  const BlockHash* cached_hash(BlockId id) const {
+    return blocks_[id].cached ? &blocks_[id].hash : nullptr;
+  }
 
   // REQUIRES: ref_count(id) > 0, or id is a free cached block (a prefix hit,
   // which takes it out of the free queue).

@@ -18,7 +18,9 @@ KvCacheManager::KvCacheManager(const Options& options)
       watermark_blocks_(WatermarkBlocks(options.watermark, options.num_device_blocks)),
       sliding_window_(options.sliding_window),
       device_pool_(options.num_device_blocks, options.enable_prefix_caching),
-      host_pool_(options.num_host_blocks, /*enable_caching=*/false) {
+      host_pool_(options.num_host_blocks,
+                 /*enable_caching=*/options.host_prefix_cache &&
+                     options.enable_prefix_caching && options.num_host_blocks > 0) {
   FOLIO_CHECK_GT(block_size_, 0);
   FOLIO_CHECK_EQ(block_size_ & (block_size_ - 1), 0);  // a power of two
   FOLIO_CHECK_GE(sliding_window_, 0);
@@ -42,8 +44,15 @@ int32_t KvCacheManager::CountCachedBlocks(Sequence& seq, std::string_view salt) 
   // At least one token is always computed: its logits are what we sample from.
   const int32_t max_blocks = (seq.num_tokens() - 1) / block_size_;
   ExtendBlockHashes(seq, max_blocks * block_size_, salt);
+  // A block counts when either tier holds it; the chain ends at the first miss.
+  const bool host_tier = host_pool_.caching_enabled();
   int32_t found = 0;
-  while (found < max_blocks && device_pool_.Lookup(seq.block_hashes()[found]) != kNoBlock) {
+  while (found < max_blocks) {
+    const BlockHash& hash = seq.block_hashes()[found];
+    if (device_pool_.Lookup(hash) == kNoBlock &&
+        (!host_tier || host_pool_.Lookup(hash) == kNoBlock)) {
+      break;
+    }
     ++found;
   }
   return found;
@@ -61,10 +70,15 @@ AllocStatus KvCacheManager::CanAdmit(std::span<Sequence* const> seqs, std::strin
     longest = std::max(longest, blocks);
     const int32_t cached = use_cached_prefix ? CountCachedBlocks(*seq, salt) : 0;
     needed += blocks - cached;
-    // A hit on a free cached block takes it out of the free pool too, once.
+    // A hit on a free cached block takes it out of the free pool too, once;
+    // a host-tier hit needs a device block to come back into.
     for (int32_t i = 0; i < cached; ++i) {
       const BlockId id = device_pool_.Lookup(seq->block_hashes()[i]);
-      if (device_pool_.ref_count(id) == 0 && revived.try_emplace(id, true).second) ++needed;
+      if (id == kNoBlock) {
+        ++needed;
+      } else if (device_pool_.ref_count(id) == 0 && revived.try_emplace(id, true).second) {
+        ++needed;
+      }
     }
   }
   // Even an empty pool must keep the watermark free: a request that needs
@@ -74,18 +88,68 @@ AllocStatus KvCacheManager::CanAdmit(std::span<Sequence* const> seqs, std::strin
                                                                       : AllocStatus::kLater;
 }
 
-int32_t KvCacheManager::AttachCachedPrefix(Sequence& seq, std::string_view salt) {
+int32_t KvCacheManager::AttachCachedPrefix(Sequence& seq, std::string_view salt,
+                                           std::vector<BlockCopy>* swap_in) {
   FOLIO_CHECK(seq.block_table().empty());
   const int32_t cached = CountCachedBlocks(seq, salt);
+  // First take a reference on every hit, in both tiers: the device blocks
+  // that host hits come back into could otherwise evict a later block of
+  // this very prefix. Host copies stay held until this step's swap-in ran.
+  std::vector<BlockId> device(cached, kNoBlock), host(cached, kNoBlock);
   for (int32_t i = 0; i < cached; ++i) {
-    const BlockId id = device_pool_.Lookup(seq.block_hashes()[i]);
-    device_pool_.IncRef(id);
-    seq.block_table().Append(id);
+    const BlockHash& hash = seq.block_hashes()[i];
+    device[i] = device_pool_.Lookup(hash);
+    if (device[i] != kNoBlock) {
+      device_pool_.IncRef(device[i]);
+      continue;
+    }
+    host[i] = host_pool_.Lookup(hash);
+    FOLIO_CHECK_NE(host[i], kNoBlock);
+    FOLIO_CHECK(swap_in != nullptr);
+    host_pool_.IncRef(host[i]);
+    HoldHostBlockForStep(host[i]);
+  }
+  for (int32_t i = 0; i < cached; ++i) {
+    if (host[i] != kNoBlock) {
+      device[i] = AllocateDevice();
+      FOLIO_CHECK_NE(device[i], kNoBlock);  // CanAdmit counted it
+      swap_in->push_back({host[i], device[i]});
+      device_pool_.RegisterHash(device[i], seq.block_hashes()[i]);
+      prefix_stats_.host_hits += block_size_;
+      ++prefix_stats_.blocks_from_host;
+    }
+    seq.block_table().Append(device[i]);
   }
   seq.set_num_computed_tokens(cached * block_size_);
   prefix_stats_.queries += seq.num_tokens();
   prefix_stats_.hits += cached * block_size_;
   return cached * block_size_;
+}
+
+BlockId KvCacheManager::AllocateDevice() {
+  if (host_pool_.caching_enabled()) {
+    const BlockId victim = device_pool_.next_free();
+    const BlockHash* hash = victim == kNoBlock ? nullptr : device_pool_.cached_hash(victim);
+    // Copy the content about to be evicted unless the host holds it already
+    // or has no block left (swapped-out sequences hold them all).
+    if (hash != nullptr && host_pool_.Lookup(*hash) == kNoBlock) {
+      const BlockId copy = host_pool_.Allocate();
+      if (copy != kNoBlock) {
+        host_pool_.RegisterHash(copy, *hash);
+        HoldHostBlockForStep(copy);
+        step_demotions_.push_back({victim, copy});
+        ++prefix_stats_.blocks_to_host;
+      }
+    }
+  }
+  return device_pool_.Allocate();
+}
+
+void KvCacheManager::FinishStep(std::vector<BlockCopy>* swap_out) {
+  swap_out->insert(swap_out->end(), step_demotions_.begin(), step_demotions_.end());
+  step_demotions_.clear();
+  for (BlockId id : step_host_holds_) host_pool_.DecRef(id);
+  step_host_holds_.clear();
 }
 
 int32_t KvCacheManager::BlocksNeededBound(std::span<Sequence* const> seqs,
@@ -163,7 +227,7 @@ bool KvCacheManager::AllocateSlots(Sequence& seq, int32_t num_new_tokens, int32_
     for (int32_t i = BlockIndex(begin); i < last_written; ++i) {
       const BlockId shared = table[i];
       if (device_pool_.ref_count(shared) == 1) continue;
-      const BlockId own = device_pool_.Allocate();
+      const BlockId own = AllocateDevice();
       FOLIO_CHECK_NE(own, kNoBlock);
       // Only slots before `begin` hold KV worth copying.
       if (i * block_size_ < begin) copies->push_back({shared, own});
@@ -173,7 +237,7 @@ bool KvCacheManager::AllocateSlots(Sequence& seq, int32_t num_new_tokens, int32_
   }
   const int32_t want = BlocksForTokens(std::max(end, reserve_tokens));
   while (table.size() < want) {
-    const BlockId id = device_pool_.Allocate();
+    const BlockId id = AllocateDevice();
     FOLIO_CHECK_NE(id, kNoBlock);
     table.Append(id);
   }
@@ -269,7 +333,7 @@ void KvCacheManager::MoveBetweenPools(std::span<Sequence* const> seqs, BlockPool
     for (BlockId id : table.live_blocks()) {
       auto [it, inserted] = moved.try_emplace(id, kNoBlock);
       if (inserted) {
-        it->second = to.Allocate();
+        it->second = to_host ? to.Allocate() : AllocateDevice();
         FOLIO_CHECK_NE(it->second, kNoBlock);
         ops->push_back({id, it->second});
       } else {
@@ -277,7 +341,16 @@ void KvCacheManager::MoveBetweenPools(std::span<Sequence* const> seqs, BlockPool
       }
       new_ids.push_back(it->second);
     }
-    for (int32_t i = table.size() - 1; i >= table.num_released(); --i) from.DecRef(table[i]);
+    // Host blocks read by this step's swap-in stay held until it has run:
+    // with the host tier, a copy of an evicted block could take them first.
+    const bool hold = !to_host && host_pool_.caching_enabled();
+    for (int32_t i = table.size() - 1; i >= table.num_released(); --i) {
+      if (hold) {
+        HoldHostBlockForStep(table[i]);
+      } else {
+        from.DecRef(table[i]);
+      }
+    }
     table.Reset(std::move(new_ids), to_host);
   }
 }
@@ -310,6 +383,7 @@ absl::Status KvCacheManager::CheckInvariants(std::span<const Sequence* const> li
                                               " computed tokens but ", table.size(), " blocks"));
     }
   }
+  for (BlockId id : step_host_holds_) ++host_refs[id];  // this step's host-tier ops
   if (absl::Status s = device_pool_.CheckConsistency(device_refs); !s.ok()) {
     return absl::InternalError(absl::StrCat("device pool: ", s.message()));
   }

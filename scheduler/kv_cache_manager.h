@@ -39,11 +39,21 @@ class KvCacheManager {
     // positions (p - sliding_window, p] only, so the blocks wholly before the
     // next query's window go back to the pool (ReleaseBeforeWindow). 0 = off.
     int32_t sliding_window = 0;
+    // A host tier for the prefix cache (needs enable_prefix_caching and host
+    // blocks): a cached device block about to be evicted is first copied
+    // into a host block (a swap-out op), and a prefix that misses on the
+    // device but hits on the host comes back by swap-in instead of being
+    // computed. Host blocks of swapped-out sequences come first: cached host
+    // copies are evicted (least recently used first) before a swap-out fails.
+    bool host_prefix_cache = false;
   };
 
   struct PrefixCacheStats {
-    int64_t queries = 0;  // prompt tokens looked up
-    int64_t hits = 0;     // of those, found in the cache
+    int64_t queries = 0;    // prompt tokens looked up
+    int64_t hits = 0;       // of those, found in the cache (either tier)
+    int64_t host_hits = 0;  // of the hits, found on the host (swapped in)
+    int64_t blocks_to_host = 0;    // cached blocks copied to the host tier
+    int64_t blocks_from_host = 0;  // host-tier blocks swapped back in
   };
 
   explicit KvCacheManager(const Options& options);
@@ -75,8 +85,19 @@ class KvCacheManager {
 
   // Attaches the cached full blocks matching the start of `seq` (empty table)
   // and marks those tokens computed. Always leaves at least one token to
-  // compute. Returns the number of tokens found in the cache.
-  int32_t AttachCachedPrefix(Sequence& seq, std::string_view salt);
+  // compute. Host-tier hits get a device block each and a swap-in op in
+  // `swap_in` (required with the host tier). Returns the number of tokens
+  // found in the cache.
+  int32_t AttachCachedPrefix(Sequence& seq, std::string_view salt,
+                             std::vector<BlockCopy>* swap_in = nullptr);
+
+  // With the host tier: the copies of evicted cached device blocks into the
+  // host tier since the last call, appended to `swap_out` (they must run
+  // before this step's swap-ins, copies and KV writes, as the workers order
+  // them), and the host blocks this step reads or writes become free to
+  // reuse. Call once per step, after the step's last allocation.
+  void FinishStep(std::vector<BlockCopy>* swap_out);
+  bool host_prefix_cache() const { return host_pool_.caching_enabled(); }
 
   // Device blocks that AllocateSlots would take for these sequences, applied
   // in order (copy-on-write included). `reserve_tokens` makes each table
@@ -147,6 +168,12 @@ class KvCacheManager {
   int32_t CountCachedBlocks(Sequence& seq, std::string_view salt) const;
   void MoveBetweenPools(std::span<Sequence* const> seqs, BlockPool& from, BlockPool& to,
                         bool to_host, std::vector<BlockCopy>* ops);
+  // A device block, copying the cached content it would evict to the host
+  // tier first (when on). kNoBlock when the device pool is empty.
+  BlockId AllocateDevice();
+  // Keeps host block `id` (referenced) until FinishStep: this step's ops
+  // read or write it, so nothing else may take it before they run.
+  void HoldHostBlockForStep(BlockId id) { step_host_holds_.push_back(id); }
 
   // Const after construction.
   const int32_t block_size_;
@@ -157,6 +184,10 @@ class KvCacheManager {
   BlockPool device_pool_;
   BlockPool host_pool_;
   PrefixCacheStats prefix_stats_;
+  // Host tier, per step: pending device -> host copies of evicted cached
+  // blocks, and host blocks referenced until the step's ops have run.
+  std::vector<BlockCopy> step_demotions_;
+  std::vector<BlockId> step_host_holds_;
 };
 
 }  // namespace folio

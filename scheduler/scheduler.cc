@@ -22,7 +22,8 @@ Scheduler::Scheduler(const SchedulerConfig& config)
                                   .num_host_blocks = config.num_host_blocks,
                                   .enable_prefix_caching = config.enable_prefix_caching,
                                   .watermark = config.watermark,
-                                  .sliding_window = config.sliding_window}),
+                                  .sliding_window = config.sliding_window,
+                                  .host_prefix_cache = config.host_prefix_cache}),
       waiting_(config.policy == SchedulingPolicy::kPriority),
       running_(config.policy == SchedulingPolicy::kPriority),
       swapped_(config.policy == SchedulingPolicy::kPriority) {}
@@ -160,6 +161,8 @@ StepPlan Scheduler::Schedule() {
                     /*whole_batch=*/config_.batching == BatchingMode::kStatic);
   }
 
+  // The host tier's copies of evicted blocks join the swap-outs.
+  kv_.FinishStep(&plan.swap_out);
   last_num_scheduled_ = scheduled_.size();
   MaybeCheckInvariants();
   return plan;
@@ -522,7 +525,9 @@ void Scheduler::ScheduleWaiting(StepPlan& plan, int32_t& budget, int32_t& seq_sl
     int32_t hit_tokens = 0;
     // Scoring the prompt needs every position's logits: no cache hits then.
     if (!r.scores_prompt) {
-      for (const auto& seq : r.seqs) hit_tokens += kv_.AttachCachedPrefix(*seq, r.spec.cache_salt);
+      for (const auto& seq : r.seqs) {
+        hit_tokens += kv_.AttachCachedPrefix(*seq, r.spec.cache_salt, &plan.swap_in);
+      }
     }
     if (!r.counted_cached_prompt) {
       r.num_cached_prompt_tokens = hit_tokens;

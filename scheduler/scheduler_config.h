@@ -55,6 +55,8 @@ struct SchedulerConfig {
   int32_t max_model_len = 2048;           // prompt + output tokens at most
   int32_t max_parallel_sequences = 64;    // cap on best_of / beam_width
   bool enable_prefix_caching = true;
+  // The prefix cache's host tier (KvCacheManager::Options::host_prefix_cache).
+  bool host_prefix_cache = false;
   double watermark = 0.01;  // share of device blocks kept free at admission
   // The model's attention window when every layer has one (the largest), so
   // blocks before it can be released; 0 = some layer sees everything.

@@ -43,6 +43,7 @@ struct Config {
   bool caching = true;
   double watermark = 0.05;
   int32_t sliding_window = 0;
+  bool host_tier = false;  // KvCacheManager::Options::host_prefix_cache
   int64_t num_ops = 100000;
 };
 
@@ -62,6 +63,7 @@ class KvModel {
     o.enable_prefix_caching = c.caching;
     o.watermark = c.watermark;
     o.sliding_window = c.sliding_window;
+    o.host_prefix_cache = c.host_tier;
     kv_ = std::make_unique<KvCacheManager>(o);
     // Shared prompt stems, so that new requests hit each other's blocks.
     for (int i = 0; i < 6; ++i) {
@@ -84,6 +86,10 @@ class KvModel {
       EXPECT_GT(done(what), c_.num_ops / 200) << what;
     }
     if (c_.sliding_window > 0) EXPECT_GT(done("window_release"), c_.num_ops / 200);
+    if (c_.host_tier) {
+      EXPECT_GT(done("to_host"), c_.num_ops / 200);
+      EXPECT_GT(done("host_hit"), c_.num_ops / 1000);
+    }
     std::string mix;
     for (const auto& [what, n] : done_) absl::StrAppend(&mix, " ", what, "=", n);
     ::testing::Test::RecordProperty("mix", mix);
@@ -210,7 +216,15 @@ class KvModel {
     int64_t tokens = 0, hits = 0;
     for (Sequence* s : seqs) {
       ASSERT_EQ(s->num_computed_tokens(), 0);
-      const int32_t hit = kv_->AttachCachedPrefix(*s, g->salt);
+      std::vector<BlockCopy> swap_in;
+      const int32_t hit = kv_->AttachCachedPrefix(*s, g->salt, &swap_in);
+      // The step's order on the workers: copies to the host tier, then swap-ins.
+      ASSERT_NO_FATAL_FAILURE(FinishStep());
+      for (const BlockCopy& op : swap_in) {
+        ASSERT_TRUE(c_.host_tier) << At();
+        ApplyCopy(host_, dev_, op);
+        ++done_["host_hit"];
+      }
       ASSERT_EQ(hit % bs_, 0) << At();
       ASSERT_LT(hit, s->num_tokens()) << "no token left to compute" << At();
       ASSERT_EQ(s->num_computed_tokens(), hit);
@@ -283,6 +297,7 @@ class KvModel {
       const std::vector<BlockId> old_table = s.block_table().blocks();
       ASSERT_TRUE(kv_->AllocateSlots(s, counts[i], reserve, g->salt, &copies))
           << "BlocksNeeded said the group fits" << At();
+      ASSERT_NO_FATAL_FAILURE(FinishStep());  // before the copies and writes, as workers do
       const int32_t begin = s.num_computed_tokens();
       const int32_t end = begin + counts[i];
       ASSERT_GE(s.block_table().size(), kv_->BlocksForTokens(std::max(end, reserve)));
@@ -438,6 +453,7 @@ class KvModel {
     } else {
       kv_->SwapIn(seqs, &ops);
     }
+    ASSERT_NO_FATAL_FAILURE(FinishStep());
     ASSERT_EQ(static_cast<int32_t>(ops.size()), unique) << At();
     ASSERT_EQ(to_free - to.num_free_blocks(), unique) << At();
     absl::flat_hash_map<BlockId, BlockId> map;
@@ -494,6 +510,19 @@ class KvModel {
   size_t Slot(BlockId b, int32_t pos) const {
     return static_cast<size_t>(b) * bs_ + static_cast<size_t>(pos % bs_);
   }
+  // The end of a step: the host tier's copies of evicted cached blocks run
+  // (first, on the workers: the device blocks they read out were just handed
+  // to someone new) and its held host blocks are let go.
+  void FinishStep() {
+    std::vector<BlockCopy> to_host;
+    kv_->FinishStep(&to_host);
+    for (const BlockCopy& op : to_host) {
+      ASSERT_TRUE(c_.host_tier) << At();
+      ApplyCopy(dev_, host_, op);
+      ++done_["to_host"];
+    }
+  }
+
   void ApplyCopy(const std::vector<int64_t>& from, std::vector<int64_t>& to, const BlockCopy& op) {
     // Through a temporary: from and to may be the same pool.
     std::vector<int64_t> tmp(from.begin() + static_cast<std::ptrdiff_t>(op.src) * bs_,
@@ -563,7 +592,8 @@ class KvModel {
       // Every block is free; the cached ones are exactly the cached-free ones.
       EXPECT_EQ(pool->num_cached_free_blocks(), cached);
     }
-    EXPECT_EQ(kv_->host_pool().num_cached_free_blocks(), 0);
+    // Only the host tier keeps cached content on the host.
+    if (!c_.host_tier) EXPECT_EQ(kv_->host_pool().num_cached_free_blocks(), 0);
     if (!c_.caching) {
       EXPECT_EQ(kv_->device_pool().num_cached_free_blocks(), 0);
     }
@@ -608,12 +638,13 @@ struct SeedCase {
   int32_t device_blocks;
   int32_t host_blocks;
   int32_t sliding_window = 0;
+  bool host_tier = false;
 };
 
 void PrintTo(const SeedCase& p, std::ostream* os) {
   *os << "seed " << p.seed << ", block size " << p.block_size << ", caching " << p.caching
       << ", watermark " << p.watermark << ", " << p.device_blocks << "/" << p.host_blocks
-      << " blocks, sliding window " << p.sliding_window;
+      << " blocks, sliding window " << p.sliding_window << ", host tier " << p.host_tier;
 }
 
 class KvPropertySeedTest : public ::testing::TestWithParam<SeedCase> {};
@@ -628,6 +659,7 @@ TEST_P(KvPropertySeedTest, RandomOperations) {
   c.device_blocks = p.device_blocks;
   c.host_blocks = p.host_blocks;
   c.sliding_window = p.sliding_window;
+  c.host_tier = p.host_tier;
   c.num_ops = 50000;
   KvModel model(c);
   model.Run();
@@ -640,11 +672,17 @@ INSTANTIATE_TEST_SUITE_P(
                       SeedCase{5, 8, true, 0.05, 24, 8}, SeedCase{6, 32, false, 0.0, 32, 64},
                       // Sliding windows: shorter than a block, a few blocks, unaligned.
                       SeedCase{7, 8, true, 0.0, 40, 24, 5}, SeedCase{8, 16, true, 0.05, 48, 32, 40},
-                      SeedCase{9, 32, false, 0.02, 48, 48, 33}, SeedCase{10, 8, true, 0.1, 24, 8, 17}),
+                      SeedCase{9, 32, false, 0.02, 48, 48, 33}, SeedCase{10, 8, true, 0.1, 24, 8, 17},
+                      // The prefix cache's host tier: roomy, tight (swaps evict the
+                      // copies), with a window.
+                      SeedCase{11, 16, true, 0.05, 24, 48, 0, true},
+                      SeedCase{12, 8, true, 0.0, 24, 8, 0, true},
+                      SeedCase{13, 32, true, 0.02, 32, 32, 40, true}),
     [](const auto& info) {
       const SeedCase& p = info.param;
       return absl::StrCat("seed", p.seed, "_bs", p.block_size, p.caching ? "_cache" : "_nocache",
-                          p.sliding_window > 0 ? absl::StrCat("_window", p.sliding_window) : "");
+                          p.sliding_window > 0 ? absl::StrCat("_window", p.sliding_window) : "",
+                          p.host_tier ? "_hosttier" : "");
     });
 
 }  // namespace
