@@ -53,6 +53,7 @@ Engine:
   --block-size N (16)  --kv-cache-mb N (256)  --num-device-blocks N  --num-host-blocks N (0)
   --max-num-batched-tokens N (2048)  --max-num-seqs N (256)
   --preemption-mode auto|recompute|swap   --no-prefix-caching
+  --host-prefix-cache  evicted cached prompt blocks go to the host blocks, come back by swap
   --threads N         compute threads (0 = all cores; kernels and GEMMs share them)
   --dtype auto|float32|bfloat16  how weights are stored (auto: the checkpoint's;
                       compute and KV cache are float32 either way)
@@ -185,6 +186,7 @@ Flags Parse(int argc, char** argv) {
     else if (flag == "--max-num-seqs") e.max_num_seqs = Number<int32_t>(flag, value());
     else if (flag == "--max-model-len") e.max_model_len = Number<int32_t>(flag, value());
     else if (flag == "--no-prefix-caching") e.enable_prefix_caching = false;
+    else if (flag == "--host-prefix-cache") e.host_prefix_cache = true;
     else if (flag == "--threads") e.num_threads = Number<int32_t>(flag, value());
     else if (flag == "--dtype") {
       absl::StatusOr<std::optional<DType>> d = ParseCpuDtype(value());

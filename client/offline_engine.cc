@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<OfflineEngine>> OfflineEngine::Create(const Optio
   sc.max_model_len = *max_model_len;
   sc.sliding_window = (*worker)->config().CacheWindow();
   sc.enable_prefix_caching = options.enable_prefix_caching;
+  sc.host_prefix_cache = options.host_prefix_cache;
   sc.preemption_mode = options.preemption_mode;
   sc.check_invariants = options.check_invariants;
   absl::StatusOr<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(sc);

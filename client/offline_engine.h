@@ -32,6 +32,7 @@ class OfflineEngine {
     // token slots; > 0 must fit in them (ResolveMaxModelLen).
     int32_t max_model_len = 0;
     bool enable_prefix_caching = true;
+    bool host_prefix_cache = false;  // SchedulerConfig::host_prefix_cache
     PreemptionMode preemption_mode = PreemptionMode::kAuto;
     uint64_t seed = 0;
     int32_t num_threads = 0;  // compute threads (CpuWorker::Options); 0 = all cores

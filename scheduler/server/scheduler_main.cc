@@ -85,6 +85,7 @@ struct Settings {
   std::string batching = "continuous";
   std::string generation_config = "auto";
   bool enable_prefix_caching = true;
+  bool host_prefix_cache = false;
   std::string metrics_host;   // default: host
   int64_t metrics_port = -1;  // -1: the default, 9400; 0: no metrics
   double step_timeout_s = 600;      // the ceiling of a step's adaptive deadline
@@ -282,6 +283,9 @@ int Run(int argc, char** argv) {
                "defaults of unset sampling fields: auto (the model's generation_config.json), "
                "none, or a directory holding a generation_config.json");
   flags.Bool("enable-prefix-caching", &s.enable_prefix_caching, "reuse cached prompt blocks");
+  flags.Bool("host-prefix-cache", &s.host_prefix_cache,
+             "keep cached prompt blocks that the device evicts in the host pool (--swap-space-mb) "
+             "and bring them back by swap instead of computing them again");
   flags.Double("step-timeout-s", &s.step_timeout_s,
                "the longest a step may run before its workers count as hung (the ceiling of "
                "its deadline, which adapts: see --step-timeout-min-s)");
@@ -724,6 +728,7 @@ int Run(int argc, char** argv) {
   eo.health_check_interval = absl::Seconds(s.health_check_interval_s);
   eo.scheduler.max_num_batched_tokens = static_cast<int32_t>(s.max_num_batched_tokens);
   eo.scheduler.enable_prefix_caching = s.enable_prefix_caching;
+  eo.scheduler.host_prefix_cache = s.host_prefix_cache;
   eo.scheduler.preemption_mode = *preemption;
   eo.scheduler.policy = *policy;
   eo.scheduler.reservation = *reservation;

@@ -133,6 +133,16 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry, const Options
   prefix_hits_ = &counter("folio_prefix_cache_hits_total",
                           "Prompt tokens found in the prefix cache.")
                       .Add({{"model", model}});
+  prefix_host_hits_ = &counter("folio_prefix_cache_host_hits_total",
+                               "Prompt tokens found in the prefix cache's host tier (of the "
+                               "hits; swapped back in, not computed).")
+                           .Add({{"model", model}});
+  auto& tier_blocks = counter("folio_prefix_cache_host_tier_blocks_total",
+                              "Cached KV blocks moved by the prefix cache's host tier: to_host "
+                              "(copied out as the device evicted them), from_host (prefix "
+                              "hits swapped back in).");
+  blocks_to_host_ = &tier_blocks.Add({{"model", model}, {"direction", "to_host"}});
+  blocks_from_host_ = &tier_blocks.Add({{"model", model}, {"direction", "from_host"}});
   prompt_tokens_ = &counter("folio_prompt_tokens_total", "Prompt tokens of admitted requests.")
                         .Add({{"model", model}});
   generation_tokens_ = &counter("folio_generation_tokens_total", "Tokens generated.")
@@ -222,6 +232,9 @@ void SchedulerMetrics::RecordStep(const Scheduler& scheduler, int32_t num_schedu
   const KvCacheManager::PrefixCacheStats& prefix = kv.prefix_cache_stats();
   Advance(*prefix_queries_, prefix.queries, &last_prefix_.queries);
   Advance(*prefix_hits_, prefix.hits, &last_prefix_.hits);
+  Advance(*prefix_host_hits_, prefix.host_hits, &last_prefix_.host_hits);
+  Advance(*blocks_to_host_, prefix.blocks_to_host, &last_prefix_.blocks_to_host);
+  Advance(*blocks_from_host_, prefix.blocks_from_host, &last_prefix_.blocks_from_host);
 
   // One observation each per step: straight to the histogram (a bucket and
   // the sum), cheaper than publishing every bucket of a local copy.

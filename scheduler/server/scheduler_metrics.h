@@ -142,6 +142,9 @@ class SchedulerMetrics {
   prometheus::Counter* worker_failures_ = nullptr;
   prometheus::Counter* prefix_queries_ = nullptr;
   prometheus::Counter* prefix_hits_ = nullptr;
+  prometheus::Counter* prefix_host_hits_ = nullptr;
+  prometheus::Counter* blocks_to_host_ = nullptr;
+  prometheus::Counter* blocks_from_host_ = nullptr;
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Counter* generation_tokens_ = nullptr;
   // By FinishReason value (kNone unused).

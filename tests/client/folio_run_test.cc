@@ -442,4 +442,49 @@ TEST(FolioRunTest, MaxModelLenIsCappedAtTheCacheAndAFailedRequestExitsOne) {
   EXPECT_THAT(lines[1].value("error", ""), HasSubstr("max_model_len 160"));
 }
 
+// --host-prefix-cache: one request at a time on 8 device blocks, a prompt
+// comes back after two others evicted its blocks. With the host tier its two
+// full blocks come back from the host (32 cached tokens), without it nothing
+// is cached; the tokens are the same either way.
+TEST(FolioRunTest, HostPrefixCacheBringsAnEvictedPromptBackWithTheSameTokens) {
+  char path[] = "/tmp/folio_run_test_host_tier.XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  const std::string first =
+      "In the beginning God created the heaven and the earth. And the earth was without "
+      "form, and void; and darkness was upon the face of the deep.";
+  std::string second, third;
+  for (int i = 0; i < 2; ++i) {
+    second += "And God said, Let there be light: and there was light. And God saw the light, "
+              "that it was good: and God divided the light from the darkness. ";
+    third += "And God called the light Day, and the darkness he called Night. And the evening "
+             "and the morning were the first day. ";
+  }
+  {
+    std::ofstream out(path);
+    for (const std::string& p : {first, second, third, first}) {
+      out << json{{"prompt", p}, {"max_tokens", 6}}.dump() << "\n";
+    }
+  }
+  std::vector<std::vector<json>> runs;
+  for (const bool tier : {false, true}) {
+    std::vector<std::string> args = {"run", "--model", kDemoDir, "--prompts-file", path,
+                                     "--num-device-blocks", "8", "--num-host-blocks", "32",
+                                     "--max-num-seqs", "1", "--temperature", "0", "--json"};
+    if (tier) args.push_back("--host-prefix-cache");
+    const RunResult r = Folio(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    runs.push_back(JsonLines(r.out));
+    ASSERT_EQ(runs.back().size(), 4u);
+  }
+  unlink(path);
+  EXPECT_EQ(runs[0][3]["num_cached_prompt_tokens"], 0);
+  EXPECT_EQ(runs[1][3]["num_cached_prompt_tokens"], 32);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(runs[1][i]["outputs"][0]["token_ids"], runs[0][i]["outputs"][0]["token_ids"]) << i;
+  }
+  EXPECT_EQ(runs[1][3]["outputs"][0]["token_ids"], runs[1][0]["outputs"][0]["token_ids"]);
+}
+
 }  // namespace

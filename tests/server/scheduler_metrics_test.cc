@@ -106,6 +106,8 @@ TEST(SchedulerMetricsTest, EveryDesignMetricIsServedWithItsTypeAndLabels) {
       {"folio_preemptions_total", "counter"},
       {"folio_prefix_cache_queries_total", "counter"},
       {"folio_prefix_cache_hits_total", "counter"},
+      {"folio_prefix_cache_host_hits_total", "counter"},
+      {"folio_prefix_cache_host_tier_blocks_total", "counter"},
       {"folio_prompt_tokens_total", "counter"},
       {"folio_generation_tokens_total", "counter"},
       {"folio_request_success_total", "counter"},
@@ -189,6 +191,11 @@ TEST(SchedulerMetricsTest, CountersMatchAWorkloadAndKvBlocksReturnToZero) {
             0);
   // Every prompt token was looked up once (no preemption here).
   EXPECT_EQ(Must(e, "folio_prefix_cache_queries_total"), prompt_tokens);
+  // No host tier here: nothing moved to or from it.
+  EXPECT_EQ(Must(e, "folio_prefix_cache_host_hits_total"), 0);
+  EXPECT_EQ(Must(e, "folio_prefix_cache_host_tier_blocks_total", {{"direction", "to_host"}}), 0);
+  EXPECT_EQ(Must(e, "folio_prefix_cache_host_tier_blocks_total", {{"direction", "from_host"}}),
+            0);
   const double hits = Must(e, "folio_prefix_cache_hits_total");
 
   // One observation per request, per later output, per step.
