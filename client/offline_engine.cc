@@ -10,6 +10,14 @@
 namespace folio {
 
 absl::StatusOr<std::unique_ptr<OfflineEngine>> OfflineEngine::Create(const Options& options) {
+  if (options.host_prefix_cache && options.num_host_blocks <= 0) {
+    return absl::InvalidArgumentError(
+        "--host-prefix-cache needs host blocks to keep them in: set --num-host-blocks");
+  }
+  if (options.host_prefix_cache && !options.enable_prefix_caching) {
+    return absl::InvalidArgumentError(
+        "--host-prefix-cache is a tier of the prefix cache: drop --no-prefix-caching");
+  }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       Tokenizer::LoadFromDirectory(options.model_dir);
   if (!tokenizer.ok()) return tokenizer.status();

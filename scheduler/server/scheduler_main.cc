@@ -426,6 +426,14 @@ int Run(int argc, char** argv) {
     return fail(absl::InvalidArgumentError(
         "--http-request-timeout-s and --http-idle-timeout-s must be > 0"));
   }
+  if (s.host_prefix_cache && (s.swap_space_mb <= 0 || s.num_host_blocks == 0)) {
+    return fail(absl::InvalidArgumentError(
+        "--host-prefix-cache needs host blocks to keep them in: set --swap-space-mb"));
+  }
+  if (s.host_prefix_cache && !s.enable_prefix_caching) {
+    return fail(absl::InvalidArgumentError(
+        "--host-prefix-cache is a tier of the prefix cache: it needs --enable-prefix-caching"));
+  }
 
   absl::StatusOr<ModelConfig> model = ModelConfig::LoadFromDirectory(s.model);
   if (!model.ok()) return fail(model.status());

@@ -487,4 +487,11 @@ TEST(FolioRunTest, HostPrefixCacheBringsAnEvictedPromptBackWithTheSameTokens) {
   EXPECT_EQ(runs[1][3]["outputs"][0]["token_ids"], runs[1][0]["outputs"][0]["token_ids"]);
 }
 
+TEST(FolioRunTest, HostPrefixCacheWithoutHostBlocksIsRefused) {
+  const RunResult r = Folio({"run", "--model", kDemoDir, "--prompt", "Hi", "--max-tokens", "2",
+                             "--host-prefix-cache"});
+  EXPECT_EQ(r.exit_code, 2);  // a bad flag combination, as for other bad flags
+  EXPECT_THAT(r.err, HasSubstr("--host-prefix-cache needs host blocks"));
+}
+
 }  // namespace
