@@ -478,6 +478,9 @@ v1::ModelInfo Engine::ModelInfo() const {
   info.set_kv_token_capacity(static_cast<uint64_t>(c.num_device_blocks) * c.block_size);
   info.set_tensor_parallel_size(static_cast<uint32_t>(options_.tensor_parallel_size));
   info.set_vocab_size(static_cast<uint32_t>(limits_.vocab_size));
+  info.set_prefix_caching(c.enable_prefix_caching);
+  info.set_host_prefix_cache(c.enable_prefix_caching && c.host_prefix_cache &&
+                             c.num_host_blocks > 0);
   return info;
 }
 

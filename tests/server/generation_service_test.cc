@@ -177,6 +177,8 @@ TEST_F(GenerationServiceTest, ModelInfoAndTokenize) {
   EXPECT_EQ(info.kv_token_capacity(), 256u * 16u);
   EXPECT_EQ(info.vocab_size(), 2048u);
   EXPECT_EQ(info.tensor_parallel_size(), 1u);
+  EXPECT_TRUE(info.prefix_caching());
+  EXPECT_FALSE(info.host_prefix_cache());  // not asked for
 
   const ReferenceCase c = LoadReference()[0];
   grpc::ClientContext tctx;
