@@ -487,6 +487,10 @@ class WorkerFailureHttpTest(unittest.TestCase):
                 t = threading.Thread(target=lambda: unary.update(
                     r=post_json(port, "/v1/completions", long)))
                 t.start()
+                # The unary request must be running, not queued, when the worker dies:
+                # under `fail` a queued request waits for the rebuilt group instead.
+                wait_until(lambda: metric(port, "folio_requests_running") >= 1, 30,
+                           "the unary request running")
                 body = json.dumps(dict(long, stream=True)).encode()
                 with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
                     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
@@ -494,6 +498,7 @@ class WorkerFailureHttpTest(unittest.TestCase):
                     raw = b""
                     while raw.count(b"data: ") < 3:
                         raw += s.recv(4096)
+                    self.assertNotIn("r", unary, "the unary request ended before the kill")
                     cluster.workers[0].kill()
                     while True:
                         data = s.recv(4096)
