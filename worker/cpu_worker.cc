@@ -116,11 +116,9 @@ absl::StatusOr<StepResult> CpuWorker::Execute(const StepPlan& plan) {
   const int64_t start = ScopedStepPart::Now();
   absl::StatusOr<StepResult> result = ExecuteTimed(plan, &times);
   times.total_nanos = ScopedStepPart::Now() - start;
-  StepTimes& into = batch_.num_tokens() == batch_.num_seqs() ? profile_->decode : profile_->other;
-  for (size_t p = 0; p < times.nanos.size(); ++p) into.nanos[p] += times.nanos[p];
-  into.total_nanos += times.total_nanos;
-  into.tokens += batch_.num_tokens();
-  ++into.steps;
+  times.tokens = batch_.num_tokens();
+  times.steps = 1;
+  (batch_.num_tokens() == batch_.num_seqs() ? profile_->decode : profile_->other) += times;
   return result;
 }
 

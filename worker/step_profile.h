@@ -42,6 +42,14 @@ struct StepTimes {
 
   int64_t& operator[](StepPart p) { return nanos[static_cast<int>(p)]; }
   int64_t operator[](StepPart p) const { return nanos[static_cast<int>(p)]; }
+
+  StepTimes& operator+=(const StepTimes& other) {
+    for (size_t p = 0; p < nanos.size(); ++p) nanos[p] += other.nanos[p];
+    steps += other.steps;
+    tokens += other.tokens;
+    total_nanos += other.total_nanos;
+    return *this;
+  }
 };
 
 struct StepProfile {
