@@ -53,7 +53,8 @@ Engine:
   --block-size N (16)  --kv-cache-mb N (256)  --num-device-blocks N  --num-host-blocks N (0)
   --max-num-batched-tokens N (2048)  --max-num-seqs N (256)
   --preemption-mode auto|recompute|swap   --no-prefix-caching
-  --host-prefix-cache  evicted cached prompt blocks go to the host blocks, come back by swap
+  --[no-]host-prefix-cache  evicted cached prompt blocks go to the host blocks and
+                      come back by swap (default: on when there are host blocks)
   --threads N         compute threads (0 = all cores; kernels and GEMMs share them)
   --dtype auto|float32|bfloat16  how weights are stored (auto: the checkpoint's;
                       compute and KV cache are float32 either way)
@@ -187,6 +188,7 @@ Flags Parse(int argc, char** argv) {
     else if (flag == "--max-model-len") e.max_model_len = Number<int32_t>(flag, value());
     else if (flag == "--no-prefix-caching") e.enable_prefix_caching = false;
     else if (flag == "--host-prefix-cache") e.host_prefix_cache = true;
+    else if (flag == "--no-host-prefix-cache") e.host_prefix_cache = false;
     else if (flag == "--threads") e.num_threads = Number<int32_t>(flag, value());
     else if (flag == "--dtype") {
       absl::StatusOr<std::optional<DType>> d = ParseCpuDtype(value());
@@ -210,6 +212,11 @@ Flags Parse(int argc, char** argv) {
   }
   if (f.prompt.has_value() && f.prompt->empty()) Fail("--prompt is empty");
   ApplySamplingDefaults(f);
+  // The host tier is on wherever it can be, unless a flag says otherwise.
+  if (std::find(f.given.begin(), f.given.end(), "--host-prefix-cache") == f.given.end() &&
+      std::find(f.given.begin(), f.given.end(), "--no-host-prefix-cache") == f.given.end()) {
+    f.engine.host_prefix_cache = f.engine.num_host_blocks > 0 && f.engine.enable_prefix_caching;
+  }
   return f;
 }
 

@@ -34,7 +34,8 @@ class BlockTable {
   bool on_host() const { return on_host_; }
 
   void Append(BlockId id) { blocks_.push_back(id); }
-  // Copy-on-write swaps in a private copy of a shared block.
+  // Copy-on-write swaps in a private copy of a shared block; a host-tier
+  // prefix hit fills the entry it held open.
   void Replace(int32_t index, BlockId id) {
     blocks_[index] = id;
     synced_prefix_ = std::min(synced_prefix_, index);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -17,13 +18,13 @@ KvCacheManager::KvCacheManager(const Options& options)
       block_shift_(std::countr_zero(static_cast<uint32_t>(options.block_size))),
       watermark_blocks_(WatermarkBlocks(options.watermark, options.num_device_blocks)),
       sliding_window_(options.sliding_window),
+      host_tier_blocks_per_step_(options.host_tier_blocks_per_step),
       device_pool_(options.num_device_blocks, options.enable_prefix_caching),
-      host_pool_(options.num_host_blocks,
-                 /*enable_caching=*/options.host_prefix_cache &&
-                     options.enable_prefix_caching && options.num_host_blocks > 0) {
+      host_pool_(options.num_host_blocks, /*enable_caching=*/options.host_tier_enabled()) {
   FOLIO_CHECK_GT(block_size_, 0);
   FOLIO_CHECK_EQ(block_size_ & (block_size_ - 1), 0);  // a power of two
   FOLIO_CHECK_GE(sliding_window_, 0);
+  FOLIO_CHECK_GE(host_tier_blocks_per_step_, 0);
 }
 
 void KvCacheManager::ExtendBlockHashes(Sequence& seq, int32_t num_tokens,
@@ -44,14 +45,16 @@ int32_t KvCacheManager::CountCachedBlocks(Sequence& seq, std::string_view salt) 
   // At least one token is always computed: its logits are what we sample from.
   const int32_t max_blocks = (seq.num_tokens() - 1) / block_size_;
   ExtendBlockHashes(seq, max_blocks * block_size_, salt);
-  // A block counts when either tier holds it; the chain ends at the first miss.
+  // A block counts when either tier holds it (a host copy only while the
+  // step may still swap one in); the chain ends at the first miss.
   const bool host_tier = host_pool_.caching_enabled();
+  int32_t host_hits_left = host_tier ? HostBlocksLeftFromHost() : 0;
   int32_t found = 0;
   while (found < max_blocks) {
     const BlockHash& hash = seq.block_hashes()[found];
-    if (device_pool_.Lookup(hash) == kNoBlock &&
-        (!host_tier || host_pool_.Lookup(hash) == kNoBlock)) {
-      break;
+    if (device_pool_.Lookup(hash) == kNoBlock) {
+      if (host_hits_left == 0 || host_pool_.Lookup(hash) == kNoBlock) break;
+      --host_hits_left;
     }
     ++found;
   }
@@ -95,30 +98,43 @@ int32_t KvCacheManager::AttachCachedPrefix(Sequence& seq, std::string_view salt,
   // First take a reference on every hit, in both tiers: the device blocks
   // that host hits come back into could otherwise evict a later block of
   // this very prefix. Host copies stay held until this step's swap-in ran.
-  std::vector<BlockId> device(cached, kNoBlock), host(cached, kNoBlock);
+  // A host hit's table entry is filled once every hit is referenced.
+  absl::InlinedVector<std::pair<int32_t, BlockId>, 4> host_hits;  // (index, host block)
   for (int32_t i = 0; i < cached; ++i) {
     const BlockHash& hash = seq.block_hashes()[i];
-    device[i] = device_pool_.Lookup(hash);
-    if (device[i] != kNoBlock) {
-      device_pool_.IncRef(device[i]);
+    const BlockId device = device_pool_.Lookup(hash);
+    if (device != kNoBlock) {
+      device_pool_.IncRef(device);
+      seq.block_table().Append(device);
       continue;
     }
-    host[i] = host_pool_.Lookup(hash);
-    FOLIO_CHECK_NE(host[i], kNoBlock);
+    const BlockId host = host_pool_.Lookup(hash);
+    FOLIO_CHECK_NE(host, kNoBlock);
     FOLIO_CHECK(swap_in != nullptr);
-    host_pool_.IncRef(host[i]);
-    HoldHostBlockForStep(host[i]);
+    host_pool_.IncRef(host);
+    HoldHostBlockForStep(host);
+    host_hits.emplace_back(i, host);
+    seq.block_table().Append(kNoBlock);
   }
-  for (int32_t i = 0; i < cached; ++i) {
-    if (host[i] != kNoBlock) {
-      device[i] = AllocateDevice();
-      FOLIO_CHECK_NE(device[i], kNoBlock);  // CanAdmit counted it
-      swap_in->push_back({host[i], device[i]});
-      device_pool_.RegisterHash(device[i], seq.block_hashes()[i]);
-      prefix_stats_.host_hits += block_size_;
-      ++prefix_stats_.blocks_from_host;
+  for (const auto& [i, host] : host_hits) {
+    const BlockId device = AllocateDevice();
+    FOLIO_CHECK_NE(device, kNoBlock);  // CanAdmit counted it
+    swap_in->push_back({host, device});
+    device_pool_.RegisterHash(device, seq.block_hashes()[i]);
+    seq.block_table().Replace(i, device);
+  }
+  step_blocks_from_host_ += static_cast<int32_t>(host_hits.size());
+  prefix_stats_.host_hits += static_cast<int64_t>(host_hits.size()) * block_size_;
+  prefix_stats_.blocks_from_host += static_cast<int64_t>(host_hits.size());
+  // A chain the step budget cut short: the host's blocks past the cut are
+  // computed again (the device's, if any follow, cannot be used either).
+  if (host_pool_.caching_enabled() && HostBlocksLeftFromHost() <= 0) {
+    const int32_t max_blocks = (seq.num_tokens() - 1) / block_size_;
+    for (int32_t i = cached; i < max_blocks; ++i) {
+      const BlockHash& hash = seq.block_hashes()[i];
+      if (device_pool_.Lookup(hash) == kNoBlock && host_pool_.Lookup(hash) == kNoBlock) break;
+      ++prefix_stats_.blocks_over_budget;
     }
-    seq.block_table().Append(device[i]);
   }
   seq.set_num_computed_tokens(cached * block_size_);
   prefix_stats_.queries += seq.num_tokens();
@@ -133,7 +149,8 @@ BlockId KvCacheManager::AllocateDevice() {
     // Copy the content about to be evicted unless the host holds it already
     // or has no block left (swapped-out sequences hold them all).
     if (hash != nullptr && host_pool_.Lookup(*hash) == kNoBlock) {
-      const BlockId copy = host_pool_.Allocate();
+      const BlockId copy = HostBlocksLeftToHost() > 0 ? host_pool_.Allocate() : kNoBlock;
+      if (HostBlocksLeftToHost() <= 0) ++prefix_stats_.blocks_over_budget;
       if (copy != kNoBlock) {
         host_pool_.RegisterHash(copy, *hash);
         HoldHostBlockForStep(copy);
@@ -148,6 +165,7 @@ BlockId KvCacheManager::AllocateDevice() {
 void KvCacheManager::FinishStep(std::vector<BlockCopy>* swap_out) {
   swap_out->insert(swap_out->end(), step_demotions_.begin(), step_demotions_.end());
   step_demotions_.clear();
+  step_blocks_from_host_ = 0;
   for (BlockId id : step_host_holds_) host_pool_.DecRef(id);
   step_host_holds_.clear();
 }

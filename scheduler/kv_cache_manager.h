@@ -46,6 +46,17 @@ class KvCacheManager {
     // computed. Host blocks of swapped-out sequences come first: cached host
     // copies are evicted (least recently used first) before a swap-out fails.
     bool host_prefix_cache = false;
+    // The host tier's blocks moved per step, in each direction: evicted
+    // blocks copied out beyond it are dropped, and a prefix hit beyond it is
+    // computed again, so a burst of hits cannot stall the step's decodes.
+    // Swaps of preempted sequences are not bounded by it. 0 = no bound.
+    int32_t host_tier_blocks_per_step = 0;
+
+    // Whether the host tier is really on: asked for, with a device cache to
+    // feed it and host blocks to hold it.
+    bool host_tier_enabled() const {
+      return host_prefix_cache && enable_prefix_caching && num_host_blocks > 0;
+    }
   };
 
   struct PrefixCacheStats {
@@ -54,6 +65,9 @@ class KvCacheManager {
     int64_t host_hits = 0;  // of the hits, found on the host (swapped in)
     int64_t blocks_to_host = 0;    // cached blocks copied to the host tier
     int64_t blocks_from_host = 0;  // host-tier blocks swapped back in
+    // Cached blocks the step budget (host_tier_blocks_per_step) left out:
+    // evicted blocks not copied to the host, host hits computed instead.
+    int64_t blocks_over_budget = 0;
   };
 
   explicit KvCacheManager(const Options& options);
@@ -169,8 +183,17 @@ class KvCacheManager {
   void MoveBetweenPools(std::span<Sequence* const> seqs, BlockPool& from, BlockPool& to,
                         bool to_host, std::vector<BlockCopy>* ops);
   // A device block, copying the cached content it would evict to the host
-  // tier first (when on). kNoBlock when the device pool is empty.
+  // tier first (when on, within the step's budget). kNoBlock when the device
+  // pool is empty.
   BlockId AllocateDevice();
+  // Host-tier blocks this step may still move in each direction.
+  int32_t HostBlocksLeftToHost() const {
+    return StepBudgetLeft(static_cast<int32_t>(step_demotions_.size()));
+  }
+  int32_t HostBlocksLeftFromHost() const { return StepBudgetLeft(step_blocks_from_host_); }
+  int32_t StepBudgetLeft(int32_t used) const {
+    return host_tier_blocks_per_step_ == 0 ? INT32_MAX : host_tier_blocks_per_step_ - used;
+  }
   // Keeps host block `id` (referenced) until FinishStep: this step's ops
   // read or write it, so nothing else may take it before they run.
   void HoldHostBlockForStep(BlockId id) { step_host_holds_.push_back(id); }
@@ -180,6 +203,7 @@ class KvCacheManager {
   const int32_t block_shift_;  // log2(block_size_)
   const int32_t watermark_blocks_;
   const int32_t sliding_window_;
+  const int32_t host_tier_blocks_per_step_;
 
   BlockPool device_pool_;
   BlockPool host_pool_;
@@ -188,6 +212,7 @@ class KvCacheManager {
   // blocks, and host blocks referenced until the step's ops have run.
   std::vector<BlockCopy> step_demotions_;
   std::vector<BlockId> step_host_holds_;
+  int32_t step_blocks_from_host_ = 0;  // prefix hits swapped in this step
 };
 
 }  // namespace folio

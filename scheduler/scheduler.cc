@@ -15,15 +15,23 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConf
   return std::unique_ptr<Scheduler>(new Scheduler(config));
 }
 
+KvCacheManager::Options Scheduler::KvCacheOptions(const SchedulerConfig& config) {
+  return {.block_size = config.block_size,
+          .num_device_blocks = config.num_device_blocks,
+          .num_host_blocks = config.num_host_blocks,
+          .enable_prefix_caching = config.enable_prefix_caching,
+          .watermark = config.watermark,
+          .sliding_window = config.sliding_window,
+          .host_prefix_cache = config.host_prefix_cache,
+          .host_tier_blocks_per_step =
+              config.host_tier_blocks_per_step >= 0
+                  ? config.host_tier_blocks_per_step
+                  : std::max(1, config.max_num_batched_tokens / std::max(1, config.block_size))};
+}
+
 Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(config),
-      kv_(KvCacheManager::Options{.block_size = config.block_size,
-                                  .num_device_blocks = config.num_device_blocks,
-                                  .num_host_blocks = config.num_host_blocks,
-                                  .enable_prefix_caching = config.enable_prefix_caching,
-                                  .watermark = config.watermark,
-                                  .sliding_window = config.sliding_window,
-                                  .host_prefix_cache = config.host_prefix_cache}),
+      kv_(KvCacheOptions(config)),
       waiting_(config.policy == SchedulingPolicy::kPriority),
       running_(config.policy == SchedulingPolicy::kPriority),
       swapped_(config.policy == SchedulingPolicy::kPriority) {}

@@ -41,6 +41,8 @@ struct SchedulerStats {
 class Scheduler {
  public:
   static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerConfig& config);
+  // The block manager's options that `config` gives.
+  static KvCacheManager::Options KvCacheOptions(const SchedulerConfig& config);
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 

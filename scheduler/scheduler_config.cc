@@ -89,6 +89,11 @@ absl::Status SchedulerConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("sliding_window must be >= 0 (0: none), not ", sliding_window));
   }
+  if (host_tier_blocks_per_step < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host_tier_blocks_per_step must be >= -1 (-1: the token budget's, 0: no bound), not ",
+        host_tier_blocks_per_step));
+  }
   return absl::OkStatus();
 }
 

@@ -57,6 +57,11 @@ struct SchedulerConfig {
   bool enable_prefix_caching = true;
   // The prefix cache's host tier (KvCacheManager::Options::host_prefix_cache).
   bool host_prefix_cache = false;
+  // Host-tier blocks moved per step in each direction
+  // (KvCacheManager::Options::host_tier_blocks_per_step): -1 = as many as
+  // the step's token budget fills (max_num_batched_tokens / block_size),
+  // 0 = no bound.
+  int32_t host_tier_blocks_per_step = -1;
   double watermark = 0.01;  // share of device blocks kept free at admission
   // The model's attention window when every layer has one (the largest), so
   // blocks before it can be released; 0 = some layer sees everything.

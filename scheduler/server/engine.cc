@@ -479,8 +479,7 @@ v1::ModelInfo Engine::ModelInfo() const {
   info.set_tensor_parallel_size(static_cast<uint32_t>(options_.tensor_parallel_size));
   info.set_vocab_size(static_cast<uint32_t>(limits_.vocab_size));
   info.set_prefix_caching(c.enable_prefix_caching);
-  info.set_host_prefix_cache(c.enable_prefix_caching && c.host_prefix_cache &&
-                             c.num_host_blocks > 0);
+  info.set_host_prefix_cache(Scheduler::KvCacheOptions(c).host_tier_enabled());
   return info;
 }
 

@@ -95,6 +95,8 @@ class RemoteWorkerGroup final : public WorkerGroup {
   int32_t vocab_size() const { return vocab_size_; }
   int32_t world_size() const { return static_cast<int32_t>(ranks_.size()); }
   const std::string& device_name() const { return device_name_; }
+  // Bytes of one KV block on one rank (all layers, K and V).
+  uint64_t block_bytes() const { return block_bytes_; }
   // Per-rank timings of the last step (forward incl. all-reduce, all-reduce).
   const std::vector<double>& last_forward_seconds() const { return forward_seconds_; }
   const std::vector<double>& last_allreduce_seconds() const { return allreduce_seconds_; }

@@ -73,6 +73,7 @@ const std::vector<double>& SchedulerMetrics::StepTokenBuckets() {
 
 SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry, const Options& options)
     : block_size_(options.block_size),
+      block_bytes_(options.block_bytes),
       refresh_interval_(options.refresh_interval_s),
       ttft_(TimeToFirstTokenBuckets()),
       itl_(InterTokenLatencyBuckets()),
@@ -143,6 +144,16 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry, const Options
                               "hits swapped back in).");
   blocks_to_host_ = &tier_blocks.Add({{"model", model}, {"direction", "to_host"}});
   blocks_from_host_ = &tier_blocks.Add({{"model", model}, {"direction", "from_host"}});
+  auto& tier_bytes = counter("folio_prefix_cache_host_tier_bytes_total",
+                             "Bytes those blocks moved, over all ranks (rate() is the tier's "
+                             "transfer bandwidth).");
+  bytes_to_host_ = &tier_bytes.Add({{"model", model}, {"direction", "to_host"}});
+  bytes_from_host_ = &tier_bytes.Add({{"model", model}, {"direction", "from_host"}});
+  blocks_over_budget_ = &counter("folio_prefix_cache_host_tier_over_budget_blocks_total",
+                                 "Cached blocks the host tier's per-step budget left out: "
+                                 "evicted ones not copied, host hits computed again "
+                                 "(--host-prefix-cache-step-mb).")
+                             .Add({{"model", model}});
   prompt_tokens_ = &counter("folio_prompt_tokens_total", "Prompt tokens of admitted requests.")
                         .Add({{"model", model}});
   generation_tokens_ = &counter("folio_generation_tokens_total", "Tokens generated.")
@@ -233,8 +244,17 @@ void SchedulerMetrics::RecordStep(const Scheduler& scheduler, int32_t num_schedu
   Advance(*prefix_queries_, prefix.queries, &last_prefix_.queries);
   Advance(*prefix_hits_, prefix.hits, &last_prefix_.hits);
   Advance(*prefix_host_hits_, prefix.host_hits, &last_prefix_.host_hits);
+  const auto bytes = [this](int64_t blocks) { return blocks * static_cast<int64_t>(block_bytes_); };
+  if (prefix.blocks_to_host > last_prefix_.blocks_to_host) {
+    bytes_to_host_->Increment(static_cast<double>(bytes(prefix.blocks_to_host - last_prefix_.blocks_to_host)));
+  }
+  if (prefix.blocks_from_host > last_prefix_.blocks_from_host) {
+    bytes_from_host_->Increment(
+        static_cast<double>(bytes(prefix.blocks_from_host - last_prefix_.blocks_from_host)));
+  }
   Advance(*blocks_to_host_, prefix.blocks_to_host, &last_prefix_.blocks_to_host);
   Advance(*blocks_from_host_, prefix.blocks_from_host, &last_prefix_.blocks_from_host);
+  Advance(*blocks_over_budget_, prefix.blocks_over_budget, &last_prefix_.blocks_over_budget);
 
   // One observation each per step: straight to the histogram (a bucket and
   // the sum), cheaper than publishing every bucket of a local copy.

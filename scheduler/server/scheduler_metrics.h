@@ -68,6 +68,8 @@ class SchedulerMetrics {
     int32_t num_device_blocks = 0;
     int32_t num_host_blocks = 0;
     int32_t tensor_parallel_size = 1;
+    // Bytes of one KV block over all ranks (the host tier's byte counters); 0 = unknown.
+    uint64_t block_bytes = 0;
     // Token usage and fragmentation (a walk over the running sequences) and
     // the latency histograms (gathered locally) are refreshed at most once
     // per this much step time (seconds), and whenever the engine goes idle:
@@ -127,6 +129,7 @@ class SchedulerMetrics {
   static void Advance(prometheus::Counter& counter, int64_t now, int64_t* last);
 
   const int32_t block_size_;
+  const uint64_t block_bytes_;  // over all ranks
   const double refresh_interval_;
 
   Pool device_{};
@@ -145,6 +148,9 @@ class SchedulerMetrics {
   prometheus::Counter* prefix_host_hits_ = nullptr;
   prometheus::Counter* blocks_to_host_ = nullptr;
   prometheus::Counter* blocks_from_host_ = nullptr;
+  prometheus::Counter* bytes_to_host_ = nullptr;
+  prometheus::Counter* bytes_from_host_ = nullptr;
+  prometheus::Counter* blocks_over_budget_ = nullptr;
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Counter* generation_tokens_ = nullptr;
   // By FinishReason value (kNone unused).

@@ -443,9 +443,10 @@ TEST(FolioRunTest, MaxModelLenIsCappedAtTheCacheAndAFailedRequestExitsOne) {
 }
 
 // --host-prefix-cache: one request at a time on 8 device blocks, a prompt
-// comes back after two others evicted its blocks. With the host tier its two
-// full blocks come back from the host (32 cached tokens), without it nothing
-// is cached; the tokens are the same either way.
+// comes back after two others evicted its blocks. With the host tier (the
+// default with host blocks, or asked for) its two full blocks come back from
+// the host (32 cached tokens), without it (--no-host-prefix-cache) nothing is
+// cached; the tokens are the same every way.
 TEST(FolioRunTest, HostPrefixCacheBringsAnEvictedPromptBackWithTheSameTokens) {
   char path[] = "/tmp/folio_run_test_host_tier.XXXXXX";
   const int fd = mkstemp(path);
@@ -468,11 +469,11 @@ TEST(FolioRunTest, HostPrefixCacheBringsAnEvictedPromptBackWithTheSameTokens) {
     }
   }
   std::vector<std::vector<json>> runs;
-  for (const bool tier : {false, true}) {
+  for (const char* tier : {"--no-host-prefix-cache", "", "--host-prefix-cache"}) {
     std::vector<std::string> args = {"run", "--model", kDemoDir, "--prompts-file", path,
                                      "--num-device-blocks", "8", "--num-host-blocks", "32",
                                      "--max-num-seqs", "1", "--temperature", "0", "--json"};
-    if (tier) args.push_back("--host-prefix-cache");
+    if (*tier != '\0') args.push_back(tier);
     const RunResult r = Folio(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     runs.push_back(JsonLines(r.out));
@@ -481,8 +482,10 @@ TEST(FolioRunTest, HostPrefixCacheBringsAnEvictedPromptBackWithTheSameTokens) {
   unlink(path);
   EXPECT_EQ(runs[0][3]["num_cached_prompt_tokens"], 0);
   EXPECT_EQ(runs[1][3]["num_cached_prompt_tokens"], 32);
+  EXPECT_EQ(runs[2][3]["num_cached_prompt_tokens"], 32);
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(runs[1][i]["outputs"][0]["token_ids"], runs[0][i]["outputs"][0]["token_ids"]) << i;
+    EXPECT_EQ(runs[2][i]["outputs"][0]["token_ids"], runs[0][i]["outputs"][0]["token_ids"]) << i;
   }
   EXPECT_EQ(runs[1][3]["outputs"][0]["token_ids"], runs[1][0]["outputs"][0]["token_ids"]);
 }

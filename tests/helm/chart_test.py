@@ -144,6 +144,21 @@ class DefaultValues(unittest.TestCase):
         d = objs[("ConfigMap", f"{RELEASE}-folio-engine")]["data"]
         self.assertEqual(d["FOLIO_DRAIN_TIMEOUT_S"], "100.5")
 
+    def test_host_prefix_cache(self):
+        # No swap space: nothing said, so folio-scheduler's default (on where it can be) holds.
+        self.assertNotIn("FOLIO_HOST_PREFIX_CACHE", self.cm["data"])
+        self.assertEqual(self.cm["data"]["FOLIO_HOST_PREFIX_CACHE_STEP_MB"], "-1")
+        cm = f"{RELEASE}-folio-engine"
+        d = render("--set", "engine.swapSpaceMb=4096")[("ConfigMap", cm)]["data"]
+        self.assertEqual(d["FOLIO_HOST_PREFIX_CACHE"], "true")
+        d = render("--set", "engine.swapSpaceMb=4096", "--set",
+                   "engine.hostPrefixCache=false")[("ConfigMap", cm)]["data"]
+        self.assertEqual(d["FOLIO_HOST_PREFIX_CACHE"], "false")
+        d = render("--set", "engine.swapSpaceMb=4096", "--set", "engine.enablePrefixCaching=false",
+                   "--set", "engine.hostPrefixCacheStepMb=64")[("ConfigMap", cm)]["data"]
+        self.assertNotIn("FOLIO_HOST_PREFIX_CACHE", d)
+        self.assertEqual(d["FOLIO_HOST_PREFIX_CACHE_STEP_MB"], "64")
+
     def test_weight_storage_flags(self):
         self.assertNotIn("FOLIO_DTYPE", self.cm["data"])
         self.assertNotIn("FOLIO_QUANTIZATION", self.cm["data"])

@@ -126,5 +126,68 @@ TEST_P(KvCacheManagerTest, ASwapOutEvictsHostCopiesRatherThanFail) {
   ExpectInvariants();
 }
 
+TEST_P(KvCacheManagerTest, TheStepBudgetDropsCopiesBeyondIt) {
+  Init(/*device_blocks=*/4, /*host_blocks=*/8, true, 0.0, /*host_prefix_cache=*/true,
+       /*host_tier_blocks_per_step=*/1);
+  const std::vector<TokenId> prompt = Tokens(2 * bs() + 1, 10);
+  Sequence& a = Prefilled(prompt);
+  const BlockId a1 = a.block_table()[1];
+  EXPECT_THAT(FinishStep(*kv_), IsEmpty());
+  Release(a);
+  // Both of a's cached blocks are evicted in one step: one copy fits.
+  Release(Prefilled(Tokens(4 * bs(), 500)));
+  const std::vector<BlockCopy> out = FinishStep(*kv_);
+  ASSERT_THAT(out, SizeIs(1));
+  EXPECT_EQ(out[0].src, a1);  // evicted first
+  EXPECT_EQ(kv_->prefix_cache_stats().blocks_to_host, 1);
+  EXPECT_EQ(kv_->prefix_cache_stats().blocks_over_budget, 1);
+  // Block 0 is gone, so the chain is too: the host's copy of block 1 is unreachable.
+  Sequence& again = NewSeq(prompt);
+  std::vector<BlockCopy> in;
+  EXPECT_EQ(kv_->AttachCachedPrefix(again, "", &in), 0);
+  EXPECT_THAT(in, IsEmpty());
+  ExpectInvariants();
+}
+
+TEST_P(KvCacheManagerTest, TheStepBudgetComputesHostHitsBeyondIt) {
+  Init(/*device_blocks=*/4, /*host_blocks=*/8, true, 0.0, /*host_prefix_cache=*/true,
+       /*host_tier_blocks_per_step=*/2);
+  const std::vector<TokenId> prompt = Tokens(3 * bs() + 1, 10);  // 3 full blocks + 1 token
+  Release(Prefilled(prompt));
+  EXPECT_THAT(FinishStep(*kv_), IsEmpty());
+  // Two steps evict a's three cached blocks, within the budget of each.
+  Sequence& b = Prefilled(Tokens(2 * bs(), 500));  // the partial block and block 2
+  EXPECT_THAT(FinishStep(*kv_), SizeIs(1));
+  Sequence& c = Prefilled(Tokens(2 * bs(), 900));  // blocks 1 and 0
+  EXPECT_THAT(FinishStep(*kv_), SizeIs(2));
+  EXPECT_EQ(kv_->prefix_cache_stats().blocks_over_budget, 0);
+  Release(b);
+  Release(c);
+
+  // All three are on the host, but one step swaps in two: the third is computed.
+  Sequence& again = NewSeq(prompt);
+  Sequence* group[] = {&again};
+  EXPECT_EQ(kv_->CanAdmit(group, ""), AllocStatus::kOk);
+  std::vector<BlockCopy> in;
+  EXPECT_EQ(kv_->AttachCachedPrefix(again, "", &in), 2 * bs());
+  EXPECT_THAT(in, SizeIs(2));
+  EXPECT_EQ(again.num_pending_tokens(), bs() + 1);
+  EXPECT_EQ(kv_->prefix_cache_stats().blocks_from_host, 2);
+  EXPECT_EQ(kv_->prefix_cache_stats().blocks_over_budget, 1);
+  ExpectInvariants();
+  // The next step may swap in again: the same prompt finds all three.
+  FinishStep(*kv_);
+  Sequence& later = NewSeq(prompt);
+  Sequence* later_group[] = {&later};
+  EXPECT_EQ(kv_->CanAdmit(later_group, ""), AllocStatus::kOk);
+  in.clear();
+  EXPECT_EQ(kv_->AttachCachedPrefix(later, "", &in), 3 * bs());
+  EXPECT_THAT(in, SizeIs(1));  // blocks 0 and 1 are shared with `again`
+  EXPECT_EQ(later.block_table()[0], again.block_table()[0]);
+  EXPECT_EQ(kv_->prefix_cache_stats().blocks_from_host, 3);
+  FinishStep(*kv_);
+  ExpectInvariants();
+}
+
 }  // namespace
 }  // namespace folio

@@ -29,9 +29,11 @@ class KvCacheManagerTest : public ::testing::TestWithParam<int32_t> {
   int32_t bs() const { return GetParam(); }
 
   void Init(int32_t device_blocks, int32_t host_blocks, bool caching = true,
-            double watermark = 0.0, bool host_prefix_cache = false) {
+            double watermark = 0.0, bool host_prefix_cache = false,
+            int32_t host_tier_blocks_per_step = 0) {
     KvCacheManager::Options o;
     o.host_prefix_cache = host_prefix_cache;
+    o.host_tier_blocks_per_step = host_tier_blocks_per_step;
     o.block_size = bs();
     o.num_device_blocks = device_blocks;
     o.num_host_blocks = host_blocks;

@@ -44,6 +44,7 @@ struct Config {
   double watermark = 0.05;
   int32_t sliding_window = 0;
   bool host_tier = false;  // KvCacheManager::Options::host_prefix_cache
+  int32_t host_tier_budget = 0;  // Options::host_tier_blocks_per_step (0: no bound)
   int64_t num_ops = 100000;
 };
 
@@ -64,6 +65,7 @@ class KvModel {
     o.watermark = c.watermark;
     o.sliding_window = c.sliding_window;
     o.host_prefix_cache = c.host_tier;
+    o.host_tier_blocks_per_step = c.host_tier_budget;
     kv_ = std::make_unique<KvCacheManager>(o);
     // Shared prompt stems, so that new requests hit each other's blocks.
     for (int i = 0; i < 6; ++i) {
@@ -639,12 +641,14 @@ struct SeedCase {
   int32_t host_blocks;
   int32_t sliding_window = 0;
   bool host_tier = false;
+  int32_t host_tier_budget = 0;
 };
 
 void PrintTo(const SeedCase& p, std::ostream* os) {
   *os << "seed " << p.seed << ", block size " << p.block_size << ", caching " << p.caching
       << ", watermark " << p.watermark << ", " << p.device_blocks << "/" << p.host_blocks
-      << " blocks, sliding window " << p.sliding_window << ", host tier " << p.host_tier;
+      << " blocks, sliding window " << p.sliding_window << ", host tier " << p.host_tier
+      << " (budget " << p.host_tier_budget << ")";
 }
 
 class KvPropertySeedTest : public ::testing::TestWithParam<SeedCase> {};
@@ -660,6 +664,7 @@ TEST_P(KvPropertySeedTest, RandomOperations) {
   c.host_blocks = p.host_blocks;
   c.sliding_window = p.sliding_window;
   c.host_tier = p.host_tier;
+  c.host_tier_budget = p.host_tier_budget;
   c.num_ops = 50000;
   KvModel model(c);
   model.Run();
@@ -677,12 +682,16 @@ INSTANTIATE_TEST_SUITE_P(
                       // copies), with a window.
                       SeedCase{11, 16, true, 0.05, 24, 48, 0, true},
                       SeedCase{12, 8, true, 0.0, 24, 8, 0, true},
-                      SeedCase{13, 32, true, 0.02, 32, 32, 40, true}),
+                      SeedCase{13, 32, true, 0.02, 32, 32, 40, true},
+                      // ... and with a step budget of one or two blocks each way.
+                      SeedCase{14, 16, true, 0.05, 24, 48, 0, true, 1},
+                      SeedCase{15, 8, true, 0.0, 32, 32, 0, true, 2}),
     [](const auto& info) {
       const SeedCase& p = info.param;
       return absl::StrCat("seed", p.seed, "_bs", p.block_size, p.caching ? "_cache" : "_nocache",
                           p.sliding_window > 0 ? absl::StrCat("_window", p.sliding_window) : "",
-                          p.host_tier ? "_hosttier" : "");
+                          p.host_tier ? "_hosttier" : "",
+                          p.host_tier_budget > 0 ? absl::StrCat("_budget", p.host_tier_budget) : "");
     });
 
 }  // namespace

@@ -45,9 +45,13 @@ struct Served {
 // `refresh_interval_s` 0: every figure every step (the tests that look
 // mid-flight compare exact figures); the default lags by up to 1 ms of step
 // time and catches up when the engine goes idle.
+// The host tier's byte counters take this as the bytes of a block.
+constexpr uint64_t kBlockBytes = 65536;
+
 std::unique_ptr<Served> Serve(EngineSetup setup, double refresh_interval_s = 0) {
   auto s = std::make_unique<Served>();
   SchedulerMetrics::Options mo;
+  mo.block_bytes = kBlockBytes;
   mo.model_name = "folio-demo";
   mo.block_size = setup.block_size;
   mo.num_device_blocks = setup.num_device_blocks;
@@ -108,6 +112,8 @@ TEST(SchedulerMetricsTest, EveryDesignMetricIsServedWithItsTypeAndLabels) {
       {"folio_prefix_cache_hits_total", "counter"},
       {"folio_prefix_cache_host_hits_total", "counter"},
       {"folio_prefix_cache_host_tier_blocks_total", "counter"},
+      {"folio_prefix_cache_host_tier_bytes_total", "counter"},
+      {"folio_prefix_cache_host_tier_over_budget_blocks_total", "counter"},
       {"folio_prompt_tokens_total", "counter"},
       {"folio_generation_tokens_total", "counter"},
       {"folio_request_success_total", "counter"},
@@ -380,6 +386,50 @@ TEST(SchedulerMetricsTest, PrefixCacheHitsAreCountedInTokens) {
   EXPECT_EQ(hits, second_usage.cached_prompt_tokens());
   EXPECT_GE(hits, 32);
   EXPECT_EQ(std::fmod(hits, 16.0), 0.0) << "hits are whole blocks";
+}
+
+// A prompt whose blocks two others evicted comes back from the host tier:
+// its hits, the blocks moved each way and their bytes are counted.
+TEST(SchedulerMetricsTest, HostTierHitsAndTrafficAreCounted) {
+  EngineSetup setup;
+  setup.num_device_blocks = 8;
+  setup.num_host_blocks = 32;
+  setup.host_prefix_cache = true;
+  setup.max_num_seqs = 1;
+  std::unique_ptr<Served> s = Serve(setup);
+  ASSERT_NE(s, nullptr);
+  const std::string first =
+      "In the beginning God created the heaven and the earth. And the earth was without form, "
+      "and void; and darkness was upon the face of the deep.";
+  std::string second, third;
+  for (int i = 0; i < 2; ++i) {
+    second += "And God said, Let there be light: and there was light. And God saw the light, "
+              "that it was good: and God divided the light from the darkness. ";
+    third += "And God called the light Day, and the darkness he called Night. And the evening "
+             "and the morning were the first day. ";
+  }
+  v1::Usage last;
+  for (const std::string* prompt : std::vector<const std::string*>{&first, &second, &third, &first}) {
+    Submitted sub = Submit(*s->engine, GreedyRequest(*prompt, 4));
+    ASSERT_TRUE(sub.sink->Wait());
+    Reassemble(sub.sink->responses(), &last);
+  }
+  ASSERT_TRUE(s->engine->WaitIdle(absl::Seconds(60)));
+  const Exposition e = s->Get();
+  const double host_hits = Must(e, "folio_prefix_cache_host_hits_total");
+  EXPECT_EQ(host_hits, last.cached_prompt_tokens());
+  EXPECT_GE(host_hits, 32);
+  const double to_host = Must(e, "folio_prefix_cache_host_tier_blocks_total", {{"direction", "to_host"}});
+  const double from_host =
+      Must(e, "folio_prefix_cache_host_tier_blocks_total", {{"direction", "from_host"}});
+  EXPECT_EQ(from_host, host_hits / 16);
+  EXPECT_GE(to_host, from_host);
+  EXPECT_EQ(Must(e, "folio_prefix_cache_host_tier_bytes_total", {{"direction", "to_host"}}),
+            to_host * kBlockBytes);
+  EXPECT_EQ(Must(e, "folio_prefix_cache_host_tier_bytes_total", {{"direction", "from_host"}}),
+            from_host * kBlockBytes);
+  EXPECT_EQ(Must(e, "folio_prefix_cache_host_tier_over_budget_blocks_total"), 0);
+  EXPECT_EQ(Must(e, "folio_kv_cache_blocks_used", {{"pool", "device"}}), 0);
 }
 
 TEST(SchedulerMetricsTest, WindowReleasesAreCounted) {

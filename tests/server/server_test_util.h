@@ -76,6 +76,7 @@ class CpuWorkerGroup final : public WorkerGroup {
 struct EngineSetup {
   int32_t num_device_blocks = 256;
   int32_t num_host_blocks = 0;
+  bool host_prefix_cache = false;  // SchedulerConfig::host_prefix_cache
   int32_t block_size = 16;
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
@@ -106,6 +107,7 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   eo.scheduler.block_size = setup.block_size;
   eo.scheduler.num_device_blocks = setup.num_device_blocks;
   eo.scheduler.num_host_blocks = setup.num_host_blocks;
+  eo.scheduler.host_prefix_cache = setup.host_prefix_cache;
   eo.scheduler.max_num_seqs = setup.max_num_seqs;
   eo.scheduler.max_num_batched_tokens = setup.max_num_batched_tokens;
   eo.scheduler.max_model_len = config.max_position_embeddings;
