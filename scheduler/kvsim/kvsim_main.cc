@@ -2,6 +2,7 @@
 // real scheduler and block manager with the model replaced by a step counter.
 // Keys of the --json output are documented in docs/kvsim.md.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -13,17 +14,23 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/kvsim/multiturn.h"
 #include "scheduler/kvsim/simulation.h"
 
 namespace folio::kvsim {
 namespace {
 
 constexpr char kUsage[] = R"(usage: folio-kvsim [options]
-  --trace sharegpt|alpaca|FILE.jsonl   workload (default sharegpt); a file has one
-                                       {"prompt_len": P, "output_len": O} per line
+  --trace sharegpt|alpaca|FILE.jsonl|multiturn
+                                       workload (default sharegpt); a file has one
+                                       {"prompt_len": P, "output_len": O} per line;
+                                       multiturn: chat conversations re-sending their
+                                       history, prefix cache device-only vs with the
+                                       host tier (docs/kvsim.md)
   --num-requests N                     synthetic trace size (default 1000)
   --seed S                             trace and token seed (default 0)
-  --token-slots N                      KV pool in token slots (default 15700)
+  --token-slots N[,N...]               KV pool in token slots (default 15700); several
+                                       only with multiturn, each one simulated
   --block-size N                       8, 16 or 32 (default 16)
   --max-model-len N                    default 2048
   --max-num-seqs N                     default 256
@@ -33,6 +40,13 @@ constexpr char kUsage[] = R"(usage: folio-kvsim [options]
                                        sampling (n=2,4,6) and beam search (2,4,6)
   --no-verify                          skip the simulated worker's KV checks
   --json                               one JSON object instead of a table
+multiturn only:
+  --conversations N (200)  --concurrency N (16, in flight at once)
+  --system-prompt-len N (200)  --mean-turns X (4)  --mean-user-len X (64)
+  --mean-reply-len X (160)
+  --host-token-slots N                 host pool (default 4x the largest device pool)
+  --host-tier-blocks-per-step N        the tier's step budget (-1: the token
+                                       budget's, default; 0: no bound)
 
 Exit status: 0; 1 when a policy could not serve every request (its figures
 then cover fewer requests; stderr names the policy and the first error);
@@ -43,6 +57,10 @@ struct Flags {
   std::string trace = "sharegpt";
   int32_t num_requests = 1000;
   SimulationOptions sim;
+  std::vector<int64_t> token_slots = {15700};
+  MultiTurnWorkload multiturn;
+  int64_t host_token_slots = 0;  // 0: 4x the largest device pool
+  int32_t host_tier_blocks_per_step = -1;
   std::vector<ReservationPolicy> policies = {ReservationPolicy::kNone, ReservationPolicy::kMax,
                                              ReservationPolicy::kPow2, ReservationPolicy::kOracle};
   bool sharing = false;
@@ -52,6 +70,14 @@ struct Flags {
 [[noreturn]] void Fail(const std::string& message) {
   std::fprintf(stderr, "folio-kvsim: %s\n", message.c_str());
   std::exit(2);
+}
+
+double ParsePositive(const std::string& flag, const char* value) {
+  double v = 0;
+  if (value == nullptr || !absl::SimpleAtod(value, &v) || !(v > 0)) {
+    Fail(flag + " needs a positive number");
+  }
+  return v;
 }
 
 template <typename T>
@@ -83,7 +109,31 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (flag == "--seed") {
       f.sim.seed = ParseNumber<uint64_t>(flag, value, /*min=*/0), ++i;
     } else if (flag == "--token-slots") {
-      f.sim.token_slots = ParseNumber<int64_t>(flag, value), ++i;
+      f.token_slots.clear();
+      for (const auto& part : absl::StrSplit(take(), ',')) {
+        const std::string n(part);
+        f.token_slots.push_back(ParseNumber<int64_t>(flag, n.c_str()));
+      }
+    } else if (flag == "--conversations") {
+      f.multiturn.conversations = ParseNumber<int32_t>(flag, value), ++i;
+    } else if (flag == "--concurrency") {
+      f.multiturn.concurrency = ParseNumber<int32_t>(flag, value), ++i;
+    } else if (flag == "--system-prompt-len") {
+      f.multiturn.system_prompt_len = ParseNumber<int32_t>(flag, value, /*min=*/0), ++i;
+    } else if (flag == "--mean-turns") {
+      f.multiturn.mean_turns = ParsePositive(flag, value), ++i;
+    } else if (flag == "--mean-user-len") {
+      f.multiturn.mean_user_len = ParsePositive(flag, value), ++i;
+    } else if (flag == "--mean-reply-len") {
+      f.multiturn.mean_reply_len = ParsePositive(flag, value), ++i;
+    } else if (flag == "--host-token-slots") {
+      f.host_token_slots = ParseNumber<int64_t>(flag, value), ++i;
+    } else if (flag == "--host-tier-blocks-per-step") {
+      int64_t v = 0;
+      if (value == nullptr || !absl::SimpleAtoi(value, &v) || v < -1 || v > INT32_MAX) {
+        Fail(flag + " needs an integer >= -1");
+      }
+      f.host_tier_blocks_per_step = static_cast<int32_t>(v), ++i;
     } else if (flag == "--block-size") {
       f.sim.block_size = ParseNumber<int32_t>(flag, value), ++i;
     } else if (flag == "--max-model-len") {
@@ -109,10 +159,16 @@ Flags ParseFlags(int argc, char** argv) {
       Fail("unknown flag " + flag + "\n" + kUsage);
     }
   }
-  if (f.sim.max_model_len > f.sim.token_slots) {
-    Fail(absl::StrCat("--max-model-len ", f.sim.max_model_len, " exceeds --token-slots ",
-                      f.sim.token_slots, ": a request that long could never be admitted"));
+  if (f.token_slots.size() > 1 && f.trace != "multiturn") {
+    Fail("several --token-slots need --trace multiturn");
   }
+  for (int64_t slots : f.token_slots) {
+    if (f.sim.max_model_len > slots) {
+      Fail(absl::StrCat("--max-model-len ", f.sim.max_model_len, " exceeds --token-slots ",
+                        slots, ": a request that long could never be admitted"));
+    }
+  }
+  f.sim.token_slots = f.token_slots.front();
   return f;
 }
 
@@ -155,8 +211,84 @@ SimulationResult RunOrDie(const Trace& trace, const SimulationOptions& sim,
   return *r;
 }
 
+// --trace multiturn: each device pool size without and with the host tier.
+int MainMultiTurn(const Flags& flags) {
+  const int64_t host_slots =
+      flags.host_token_slots > 0
+          ? flags.host_token_slots
+          : 4 * *std::max_element(flags.token_slots.begin(), flags.token_slots.end());
+  const MultiTurnWorkload& w = flags.multiturn;
+  nlohmann::json out;
+  out["trace"] = {{"name", "multiturn"},
+                  {"conversations", w.conversations},
+                  {"concurrency", w.concurrency},
+                  {"system_prompt_len", w.system_prompt_len},
+                  {"mean_turns", w.mean_turns},
+                  {"max_turns", w.max_turns},
+                  {"mean_user_len", w.mean_user_len},
+                  {"mean_reply_len", w.mean_reply_len},
+                  {"seed", flags.sim.seed}};
+  out["pool"] = {{"host_token_slots", host_slots},
+                 {"block_size", flags.sim.block_size},
+                 {"max_model_len", flags.sim.max_model_len},
+                 {"max_num_seqs", flags.sim.max_num_seqs},
+                 {"max_num_batched_tokens", flags.sim.max_num_batched_tokens},
+                 {"host_tier_blocks_per_step", flags.host_tier_blocks_per_step}};
+  out["runs"] = nlohmann::json::array();
+  int64_t failed = 0;
+  for (int64_t slots : flags.token_slots) {
+    for (bool tier : {false, true}) {
+      SimulationOptions sim = flags.sim;
+      sim.token_slots = slots;
+      absl::StatusOr<MultiTurnResult> r =
+          SimulateMultiTurn(w, sim, host_slots, tier, flags.host_tier_blocks_per_step);
+      if (!r.ok()) Fail(std::string(r.status().message()));
+      failed += r->failed_requests;
+      out["runs"].push_back({{"token_slots", slots},
+                             {"host_tier", tier},
+                             {"requests", r->requests},
+                             {"prompt_tokens", r->prompt_tokens},
+                             {"hit_tokens", r->hit_tokens},
+                             {"hit_rate", r->hit_rate()},
+                             {"host_hit_tokens", r->host_hit_tokens},
+                             {"computed_prompt_tokens", r->computed_prompt_tokens},
+                             {"blocks_to_host", r->blocks_to_host},
+                             {"blocks_from_host", r->blocks_from_host},
+                             {"blocks_over_budget", r->blocks_over_budget},
+                             {"preemptions", r->preemptions},
+                             {"steps", r->steps},
+                             {"failed_requests", r->failed_requests}});
+    }
+  }
+  if (failed > 0) {
+    std::fprintf(stderr, "folio-kvsim: %lld requests failed\n", static_cast<long long>(failed));
+  }
+  if (flags.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return failed > 0 ? 1 : 0;
+  }
+  const nlohmann::json& first = out["runs"][0];
+  std::printf("trace multiturn: %d conversations, %d at a time, %lld turns (mean prompt %.0f "
+              "tokens); system prompt %d, user mean %.0f, reply mean %.0f tokens\n",
+              w.conversations, w.concurrency, first["requests"].get<long long>(),
+              first["prompt_tokens"].get<double>() / first["requests"].get<double>(),
+              w.system_prompt_len, w.mean_user_len, w.mean_reply_len);
+  std::printf("host pool: %lld token slots, block size %d\n\n", static_cast<long long>(host_slots),
+              flags.sim.block_size);
+  std::printf("%12s %9s %9s %11s %17s %11s %8s\n", "device slots", "host tier", "hit rate",
+              "host hits", "computed prompt", "preempted", "steps");
+  for (const nlohmann::json& r : out["runs"]) {
+    std::printf("%12lld %9s %8.1f%% %11lld %17lld %11lld %8lld\n", r["token_slots"].get<long long>(),
+                r["host_tier"].get<bool>() ? "on" : "off", 100 * r["hit_rate"].get<double>(),
+                r["host_hit_tokens"].get<long long>(), r["computed_prompt_tokens"].get<long long>(),
+                r["preemptions"].get<long long>(), r["steps"].get<long long>());
+  }
+  return failed > 0 ? 1 : 0;
+}
+
 int Main(int argc, char** argv) {
   Flags flags = ParseFlags(argc, argv);
+  if (flags.trace == "multiturn") return MainMultiTurn(flags);
   absl::StatusOr<Trace> trace =
       flags.trace.ends_with(".jsonl")
           ? LoadTraceFile(flags.trace, flags.sim.max_model_len)

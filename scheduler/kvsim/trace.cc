@@ -18,13 +18,13 @@ struct LengthModel {
   double sigma;  // log-space spread; both datasets have long right tails
 };
 
+}  // namespace
+
 int32_t DrawLogNormal(std::mt19937_64& rng, double mean, double sigma) {
   // E[X] = exp(mu + sigma^2 / 2), so mu follows from the wanted mean.
   std::lognormal_distribution<double> dist(std::log(mean) - sigma * sigma / 2.0, sigma);
   return std::max<int32_t>(1, static_cast<int32_t>(std::lround(dist(rng))));
 }
-
-}  // namespace
 
 double Trace::MeanPromptLen() const {
   double sum = 0;

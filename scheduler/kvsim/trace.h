@@ -2,6 +2,7 @@
 #define FOLIO_SCHEDULER_KVSIM_TRACE_H_
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct Trace {
   double MeanPromptLen() const;
   double MeanOutputLen() const;
 };
+
+// A length drawn from a log-normal distribution with this mean and log-space
+// spread, at least 1.
+int32_t DrawLogNormal(std::mt19937_64& rng, double mean, double sigma);
 
 // Synthetic traces with the length statistics of the paper's datasets:
 // "sharegpt" (input mean 161, output mean 338) and "alpaca" (19 and 58).
