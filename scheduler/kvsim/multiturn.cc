@@ -80,13 +80,7 @@ absl::StatusOr<MultiTurnResult> SimulateMultiTurn(const MultiTurnWorkload& workl
   if (!created.ok()) return created.status();
   Scheduler& scheduler = **created;
 
-  SimulatedWorker::Options wo;
-  wo.block_size = config.block_size;
-  wo.num_device_blocks = config.num_device_blocks;
-  wo.num_host_blocks = config.num_host_blocks;
-  wo.seed = options.seed;
-  wo.verify_kv = options.verify_kv;
-  SimulatedWorker worker(wo);
+  SimulatedWorker worker(WorkerOptionsFor(config, options));
 
   std::mt19937_64 rng(options.seed ^ 0x6d75'6c74'6954ULL);
   const std::vector<TokenId> system_prompt = RandomTokens(rng, workload.system_prompt_len);

@@ -12,6 +12,17 @@
 
 namespace folio::kvsim {
 
+SimulatedWorker::Options WorkerOptionsFor(const SchedulerConfig& config,
+                                          const SimulationOptions& options) {
+  SimulatedWorker::Options wo;
+  wo.block_size = config.block_size;
+  wo.num_device_blocks = config.num_device_blocks;
+  wo.num_host_blocks = config.num_host_blocks;
+  wo.seed = options.seed;
+  wo.verify_kv = options.verify_kv;
+  return wo;
+}
+
 absl::StatusOr<SimulationResult> Simulate(const Trace& trace, const SimulationOptions& options,
                                           ReservationPolicy policy, const SamplingParams& fanout) {
   const int32_t paged_blocks = static_cast<int32_t>(options.token_slots / options.block_size);
@@ -42,13 +53,7 @@ absl::StatusOr<SimulationResult> Simulate(const Trace& trace, const SimulationOp
   if (!created.ok()) return created.status();
   Scheduler& scheduler = **created;
 
-  SimulatedWorker::Options wo;
-  wo.block_size = config.block_size;
-  wo.num_device_blocks = config.num_device_blocks;
-  wo.num_host_blocks = config.num_host_blocks;
-  wo.seed = options.seed;
-  wo.verify_kv = options.verify_kv;
-  SimulatedWorker worker(wo);
+  SimulatedWorker worker(WorkerOptionsFor(config, options));
 
   std::mt19937_64 rng(options.seed ^ 0x6b76'73696dULL);
   for (size_t i = 0; i < trace.requests.size(); ++i) {

@@ -9,6 +9,7 @@
 #include "scheduler/kvsim/memory_accounting.h"
 #include "scheduler/kvsim/trace.h"
 #include "scheduler/scheduler_config.h"
+#include "scheduler/simulated_worker.h"
 
 namespace folio::kvsim {
 
@@ -43,6 +44,11 @@ struct SimulationResult {
   int64_t failed_requests = 0;
   std::string first_error;
 };
+
+// The simulated worker for a scheduler of `config`: its pools, the seed and
+// the KV check.
+SimulatedWorker::Options WorkerOptionsFor(const SchedulerConfig& config,
+                                          const SimulationOptions& options);
 
 // Replays `trace` through the real scheduler and block manager, all
 // requests queued at the start, with a SimulatedWorker as the model: each
