@@ -104,6 +104,9 @@ struct Flags {
   std::optional<int32_t> truncate_prompt_tokens;
   std::vector<std::string> bad_words;
   std::vector<std::string> given;  // the flags on the command line
+  bool Given(const char* flag) const {
+    return std::find(given.begin(), given.end(), flag) != given.end();
+  }
 };
 
 // The sampling defaults of --generation-config for the fields no flag set
@@ -113,15 +116,12 @@ void ApplySamplingDefaults(Flags& f) {
   absl::StatusOr<SamplingDefaults> d =
       LoadSamplingDefaults(f.generation_config, f.engine.model_dir, &source);
   if (!d.ok()) Fail(std::string(d.status().message()) + " (--generation-config none ignores it)");
-  auto given = [&](const char* flag) {
-    return std::find(f.given.begin(), f.given.end(), flag) != f.given.end();
-  };
-  if (given("--temperature")) d->temperature.reset();
-  if (given("--top-p")) d->top_p.reset();
-  if (given("--top-k")) d->top_k.reset();
-  if (given("--min-p")) d->min_p.reset();
-  if (given("--repetition-penalty")) d->repetition_penalty.reset();
-  if (given("--max-tokens")) d->max_tokens.reset();
+  if (f.Given("--temperature")) d->temperature.reset();
+  if (f.Given("--top-p")) d->top_p.reset();
+  if (f.Given("--top-k")) d->top_k.reset();
+  if (f.Given("--min-p")) d->min_p.reset();
+  if (f.Given("--repetition-penalty")) d->repetition_penalty.reset();
+  if (f.Given("--max-tokens")) d->max_tokens.reset();
   if (d->empty()) return;
   d->ApplyTo(&f.sampling);
   std::fprintf(stderr, "folio run: sampling with %s from %s (--generation-config none turns this off)\n",
@@ -213,8 +213,7 @@ Flags Parse(int argc, char** argv) {
   if (f.prompt.has_value() && f.prompt->empty()) Fail("--prompt is empty");
   ApplySamplingDefaults(f);
   // The host tier is on wherever it can be, unless a flag says otherwise.
-  if (std::find(f.given.begin(), f.given.end(), "--host-prefix-cache") == f.given.end() &&
-      std::find(f.given.begin(), f.given.end(), "--no-host-prefix-cache") == f.given.end()) {
+  if (!f.Given("--host-prefix-cache") && !f.Given("--no-host-prefix-cache")) {
     f.engine.host_prefix_cache = f.engine.num_host_blocks > 0 && f.engine.enable_prefix_caching;
   }
   return f;

@@ -149,8 +149,9 @@ BlockId KvCacheManager::AllocateDevice() {
     // Copy the content about to be evicted unless the host holds it already
     // or has no block left (swapped-out sequences hold them all).
     if (hash != nullptr && host_pool_.Lookup(*hash) == kNoBlock) {
-      const BlockId copy = HostBlocksLeftToHost() > 0 ? host_pool_.Allocate() : kNoBlock;
-      if (HostBlocksLeftToHost() <= 0) ++prefix_stats_.blocks_over_budget;
+      const bool within_budget = HostBlocksLeftToHost() > 0;
+      if (!within_budget) ++prefix_stats_.blocks_over_budget;
+      const BlockId copy = within_budget ? host_pool_.Allocate() : kNoBlock;
       if (copy != kNoBlock) {
         host_pool_.RegisterHash(copy, *hash);
         HoldHostBlockForStep(copy);

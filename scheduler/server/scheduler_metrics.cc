@@ -201,6 +201,12 @@ void SchedulerMetrics::Advance(prometheus::Counter& counter, int64_t now, int64_
   *last = now;
 }
 
+void SchedulerMetrics::AdvanceBlocks(prometheus::Counter& blocks, prometheus::Counter& bytes,
+                                     int64_t now, int64_t* last) const {
+  if (now > *last) bytes.Increment(static_cast<double>((now - *last) * block_bytes_));
+  Advance(blocks, now, last);
+}
+
 void SchedulerMetrics::RecordStep(const Scheduler& scheduler, int32_t num_scheduled_tokens,
                                   double step_seconds) {
   const KvCacheManager& kv = scheduler.kv_cache();
@@ -244,16 +250,10 @@ void SchedulerMetrics::RecordStep(const Scheduler& scheduler, int32_t num_schedu
   Advance(*prefix_queries_, prefix.queries, &last_prefix_.queries);
   Advance(*prefix_hits_, prefix.hits, &last_prefix_.hits);
   Advance(*prefix_host_hits_, prefix.host_hits, &last_prefix_.host_hits);
-  const auto bytes = [this](int64_t blocks) { return blocks * static_cast<int64_t>(block_bytes_); };
-  if (prefix.blocks_to_host > last_prefix_.blocks_to_host) {
-    bytes_to_host_->Increment(static_cast<double>(bytes(prefix.blocks_to_host - last_prefix_.blocks_to_host)));
-  }
-  if (prefix.blocks_from_host > last_prefix_.blocks_from_host) {
-    bytes_from_host_->Increment(
-        static_cast<double>(bytes(prefix.blocks_from_host - last_prefix_.blocks_from_host)));
-  }
-  Advance(*blocks_to_host_, prefix.blocks_to_host, &last_prefix_.blocks_to_host);
-  Advance(*blocks_from_host_, prefix.blocks_from_host, &last_prefix_.blocks_from_host);
+  AdvanceBlocks(*blocks_to_host_, *bytes_to_host_, prefix.blocks_to_host,
+                &last_prefix_.blocks_to_host);
+  AdvanceBlocks(*blocks_from_host_, *bytes_from_host_, prefix.blocks_from_host,
+                &last_prefix_.blocks_from_host);
   Advance(*blocks_over_budget_, prefix.blocks_over_budget, &last_prefix_.blocks_over_budget);
 
   // One observation each per step: straight to the histogram (a bucket and

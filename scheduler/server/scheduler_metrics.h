@@ -127,6 +127,9 @@ class SchedulerMetrics {
   };
   // Adds `now - *last` to `counter` when positive; *last = now.
   static void Advance(prometheus::Counter& counter, int64_t now, int64_t* last);
+  // Advance for a count of KV blocks, adding their bytes to `bytes` too.
+  void AdvanceBlocks(prometheus::Counter& blocks, prometheus::Counter& bytes, int64_t now,
+                     int64_t* last) const;
 
   const int32_t block_size_;
   const uint64_t block_bytes_;  // over all ranks
