@@ -127,79 +127,79 @@ void DefineSchedulerFlags(FlagSet& flags, SchedulerSettings& s) {
 
 absl::Status CheckSchedulerSettings(const SchedulerSettings& s, const FlagSet& flags) {
   if (!(s.gpu_memory_utilization > 0.0 && s.gpu_memory_utilization <= 1.0)) {
-    return (absl::InvalidArgumentError(absl::StrCat(
-        "--gpu-memory-utilization must be in (0, 1], got ", s.gpu_memory_utilization)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpu-memory-utilization must be in (0, 1], got ", s.gpu_memory_utilization));
   }
   if (s.kv_cache_mb < -1) {
-    return (absl::InvalidArgumentError("--kv-cache-mb must be >= -1"));
+    return absl::InvalidArgumentError("--kv-cache-mb must be >= -1");
   }
   for (auto [name, port] : {std::pair<const char*, int64_t>{"--health-port", s.health_port},
                             {"--rendezvous-port", s.rendezvous_port},
                             {"--http-port", s.http_port}}) {
     if (port < 0 || port > 65535) {
-      return (absl::InvalidArgumentError(absl::StrCat(name, " must be in [0, 65535]")));
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be in [0, 65535]"));
     }
     // gRPC binds with SO_REUSEPORT: a clash would not fail, it would split the traffic.
     if (port != 0 && port == s.port) {
-      return (absl::InvalidArgumentError(absl::StrCat(name, " must differ from --port")));
+      return absl::InvalidArgumentError(absl::StrCat(name, " must differ from --port"));
     }
   }
   if (s.health_port != 0 && s.health_port == s.rendezvous_port) {
-    return (absl::InvalidArgumentError("--health-port must differ from --rendezvous-port"));
+    return absl::InvalidArgumentError("--health-port must differ from --rendezvous-port");
   }
   if (s.http_port != 0 && (s.http_port == s.health_port || s.http_port == s.rendezvous_port)) {
-    return (absl::InvalidArgumentError(
-        "--http-port must differ from --health-port and --rendezvous-port"));
+    return absl::InvalidArgumentError(
+        "--http-port must differ from --health-port and --rendezvous-port");
   }
 
   if (s.max_request_body_mb < 1 || s.http_threads < 1) {
-    return (absl::InvalidArgumentError("--max-request-body-mb and --http-threads must be >= 1"));
+    return absl::InvalidArgumentError("--max-request-body-mb and --http-threads must be >= 1");
   }
   if (!(s.http_request_timeout_s > 0) || !(s.http_idle_timeout_s > 0)) {
-    return (absl::InvalidArgumentError(
-        "--http-request-timeout-s and --http-idle-timeout-s must be > 0"));
+    return absl::InvalidArgumentError(
+        "--http-request-timeout-s and --http-idle-timeout-s must be > 0");
   }
   const bool host_tier_asked = s.host_prefix_cache && flags.IsSet("host-prefix-cache");
   if (host_tier_asked && (s.swap_space_mb <= 0 || s.num_host_blocks == 0)) {
-    return (absl::InvalidArgumentError(
-        "--host-prefix-cache needs host blocks to keep them in: set --swap-space-mb"));
+    return absl::InvalidArgumentError(
+        "--host-prefix-cache needs host blocks to keep them in: set --swap-space-mb");
   }
   if (host_tier_asked && !s.enable_prefix_caching) {
-    return (absl::InvalidArgumentError(
-        "--host-prefix-cache is a tier of the prefix cache: it needs --enable-prefix-caching"));
+    return absl::InvalidArgumentError(
+        "--host-prefix-cache is a tier of the prefix cache: it needs --enable-prefix-caching");
   }
   if (s.host_prefix_cache_step_mb < -1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--host-prefix-cache-step-mb must be >= -1, got ", s.host_prefix_cache_step_mb));
   }
   if (s.on_worker_failure != "requeue" && s.on_worker_failure != "fail") {
-    return (absl::InvalidArgumentError(absl::StrCat(
-        "--on-worker-failure '", s.on_worker_failure, "': expected requeue or fail")));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--on-worker-failure '", s.on_worker_failure, "': expected requeue or fail"));
   }
   if (s.max_requeues < 0 || s.max_requeues > 1000) {
-    return (absl::InvalidArgumentError(
-        absl::StrCat("--max-requeues must be in [0, 1000], got ", s.max_requeues)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-requeues must be in [0, 1000], got ", s.max_requeues));
   }
   if (!(s.step_timeout_min_s > 0) || !(s.step_timeout_s >= s.step_timeout_min_s)) {
-    return (absl::InvalidArgumentError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "--step-timeout-min-s must be > 0 and at most --step-timeout-s (got ",
-        s.step_timeout_min_s, " and ", s.step_timeout_s, ")")));
+        s.step_timeout_min_s, " and ", s.step_timeout_s, ")"));
   }
   if (!(s.drain_timeout_s >= 0 && s.drain_timeout_s <= 86400)) {
-    return (absl::InvalidArgumentError(
-        absl::StrCat("--drain-timeout-s must be in [0, 86400], got ", s.drain_timeout_s)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--drain-timeout-s must be in [0, 86400], got ", s.drain_timeout_s));
   }
   if (!(s.health_check_interval_s >= 0)) {
-    return (absl::InvalidArgumentError(absl::StrCat(
-        "--health-check-interval-s must be >= 0, got ", s.health_check_interval_s)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--health-check-interval-s must be >= 0, got ", s.health_check_interval_s));
   }
   if (s.max_waiting_requests < 0 || s.max_waiting_requests > INT32_MAX) {
-    return (absl::InvalidArgumentError(absl::StrCat(
-        "--max-waiting-requests must be in [0, ", INT32_MAX, "], got ", s.max_waiting_requests)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-waiting-requests must be in [0, ", INT32_MAX, "], got ", s.max_waiting_requests));
   }
   if (s.max_waiting_tokens < 0) {
-    return (absl::InvalidArgumentError(
-        absl::StrCat("--max-waiting-tokens must be >= 0, got ", s.max_waiting_tokens)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-waiting-tokens must be >= 0, got ", s.max_waiting_tokens));
   }
   return absl::OkStatus();
 }
