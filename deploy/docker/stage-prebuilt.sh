@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Stages what `make build` made for deploy/docker/Dockerfile.cpu's prebuilt stage
-# (--build-arg FOLIO_BINARIES=prebuilt): build/image-stage/opt/folio holds the same
-# tree the source stage makes — the three binaries, the entrypoint, the models and
+# Stages what `make build` made for deploy/docker/Dockerfile.cpu's runtime stage, in
+# place of its binaries stage (--build-context binaries=build/image-stage):
+# build/image-stage/opt/folio holds the same tree that stage builds from source — the three binaries, the entrypoint, the models and
 # runtime-packages.txt (the Debian packages of the libraries they load, found by
 # runtime-packages.sh on this machine, which must be bookworm like the image).
 # A tree built with CUDA links folio-worker against the CUDA libraries, which the CPU

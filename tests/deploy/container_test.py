@@ -7,8 +7,8 @@ generate` streaming the greedy text `folio run` writes, the metrics endpoints, a
 non-root user, and SIGTERM stopping both with exit 0 (the scheduler's exit status is
 non-zero when a KV block leaked).
 
-The image packages the binaries of this build tree (FOLIO_BINARIES=prebuilt, the
-same runtime stage as `make image`). Exits 77 (ctest: skipped), saying why, where
+The image packages the binaries of this build tree (a build context in place of the
+binaries stage; the same runtime stage as `make image`). Exits 77 (ctest: skipped), saying why, where
 podman cannot run containers.
 
 Run: /usr/bin/python3 tests/deploy/container_test.py  (FOLIO_BUILD_DIR, FOLIO_HELM)

@@ -1,7 +1,7 @@
 """Shared helpers of the container tests (tests/deploy/container*_test.py): podman
 (through deploy/docker/podman.sh, with the settings this kind of machine needs), the
 CPU image built once per run from the binaries `make build` made
-(deploy/docker/Dockerfile.cpu, FOLIO_BINARIES=prebuilt), and the Helm chart rendered
+(deploy/docker/Dockerfile.cpu with --build-context binaries=build/image-stage), and the Helm chart rendered
 for that image. Containers use the host's network (no CNI bridge is needed), each test
 on free ports.
 """
@@ -99,7 +99,8 @@ def build_image():
     podman("build", "--pull=never", "--network=host",
            "-f", os.path.join(DOCKER_DIR, "Dockerfile.cpu"),
            "--ignorefile", os.path.join(DOCKER_DIR, "Dockerfile.cpu.dockerignore"),
-           "--build-arg", "FOLIO_BINARIES=prebuilt", "--label", LABEL,
+           "--build-context", "binaries=" + os.path.join(SOURCE_DIR, "build", "image-stage"),
+           "--label", LABEL,
            "-t", IMAGE, SOURCE_DIR, timeout=1800)
     _built["build_seconds"] = time.monotonic() - start
     # The versions this tag named before (dangling now).
