@@ -62,6 +62,21 @@ class ImageTest(unittest.TestCase):
         self.assertTrue(added)
 
 
+    def test_entrypoint_runs_the_model_of_the_image(self):
+        """The image as `docker run IMAGE folio run ...` uses it: the entrypoint picks the
+        binary, the model is the image's own."""
+        cu.build_image()
+        options = ["--temperature", "0", "--max-tokens", "12", "--ignore-eos"]
+        inside = cu.podman("run", "--rm", "--network", "host", cu.IMAGE, "folio", "run",
+                           "--model", "/opt/folio/models/folio-demo", "--prompt", PROMPT, *options)
+        outside = folio("run", "--model", cu.DEMO, "--prompt", PROMPT, *options)
+        self.assertEqual(outside.returncode, 0, outside.stderr)
+        self.assertEqual(inside.stdout.strip(), outside.stdout.strip())
+        usage = cu.podman("run", "--rm", cu.IMAGE, "", check=False)
+        self.assertEqual(usage.returncode, 2, usage.stderr)
+        self.assertIn("usage", usage.stderr)
+
+
 class ChartContainersTest(unittest.TestCase):
     """The chart's worker StatefulSet pod (rank 0) and scheduler Deployment pod."""
 
