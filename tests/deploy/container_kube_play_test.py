@@ -27,9 +27,7 @@ Exits 77 (ctest: skipped), saying why, where podman cannot run containers.
 import copy
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 
 import yaml
@@ -93,13 +91,9 @@ def on_host_network(pod_spec, hosts_file=None):
                 {"name": "cluster-dns", "mountPath": "/etc/hosts", "readOnly": True})
 
 
-class KubePlayTest(unittest.TestCase):
+class KubePlayTest(cu.ChartTestCase):
     def setUp(self):
-        cu.build_image()
-        self.work_dir = tempfile.mkdtemp(prefix="folio-kube-play-")
-        self.addCleanup(shutil.rmtree, self.work_dir, True)
-        self.ports = {k: cu.free_port() for k in ("grpc", "http", "metrics", "worker", "worker_metrics")}
-        self.objects = cu.render_chart(cu.chart_values(self.ports))
+        super().setUp()
         self.played = []
         self.addCleanup(self._down)
 

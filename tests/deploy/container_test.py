@@ -14,9 +14,7 @@ podman cannot run containers.
 Run: /usr/bin/python3 tests/deploy/container_test.py  (FOLIO_BUILD_DIR, FOLIO_HELM)
 """
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 
 import container_util as cu
@@ -77,15 +75,11 @@ class ImageTest(unittest.TestCase):
         self.assertIn("usage", usage.stderr)
 
 
-class ChartContainersTest(unittest.TestCase):
+class ChartContainersTest(cu.ChartTestCase):
     """The chart's worker StatefulSet pod (rank 0) and scheduler Deployment pod."""
 
     def setUp(self):
-        cu.build_image()
-        self.work_dir = tempfile.mkdtemp(prefix="folio-container-test-")
-        self.addCleanup(shutil.rmtree, self.work_dir, True)
-        self.ports = {k: cu.free_port() for k in ("grpc", "http", "metrics", "worker", "worker_metrics")}
-        self.objects = cu.render_chart(cu.chart_values(self.ports))
+        super().setUp()
         self.config_maps = {o["metadata"]["name"]: o for o in cu.of_kind(self.objects, "ConfigMap")}
         self.started = []
         self.addCleanup(self._remove_containers)

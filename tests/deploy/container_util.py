@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -143,6 +144,18 @@ def chart_values(ports, **extra):
     }
     values.update(extra)
     return values
+
+
+class ChartTestCase(unittest.TestCase):
+    """A test of the chart on the image: the image built, a work directory, the chart
+    rendered on free ports (self.ports, self.objects)."""
+
+    def setUp(self):
+        build_image()
+        self.work_dir = tempfile.mkdtemp(prefix="folio-container-test-")
+        self.addCleanup(shutil.rmtree, self.work_dir, True)
+        self.ports = {k: free_port() for k in ("grpc", "http", "metrics", "worker", "worker_metrics")}
+        self.objects = render_chart(chart_values(self.ports))
 
 
 def of_kind(objects, kind):
