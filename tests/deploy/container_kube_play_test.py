@@ -19,6 +19,8 @@ tests/helm cover these objects):
 - restartPolicy OnFailure instead of a Deployment's Always: podman 4.3 restarts init
   containers under Always (the model copy would loop).
 - ServiceAccount, NetworkPolicy, PodDisruptionBudget: API objects with nothing to run.
+- Secret (rendered only under secret.create): podman 4.3 creates it, but a container's
+  secretKeyRef resolves to an empty value, so the API-key variant is not played.
 The gRPC probes are the kubelet's; podman plays them not, so the test polls the same
 health service itself.
 
