@@ -7,8 +7,8 @@ host entries: every name the test resolves points at 127.0.0.1, where all pods s
 the host's network on free ports.
 
 Only what the chart's default values render is translated; anything else (a Secret
-volume, a Secret key in the environment) raises, so a chart change that needs more
-shows up here rather than being silently dropped.
+volume, a required Secret key in the environment) raises, so a chart change that needs
+more shows up here rather than being silently dropped.
 """
 import os
 import re
@@ -54,7 +54,7 @@ def memory_size(limit):
 class ChartPod:
     """One pod of a rendered workload (a Deployment's or a StatefulSet's template)."""
 
-    def __init__(self, name, pod_spec, config_maps, image_user_dir):
+    def __init__(self, name, pod_spec, config_maps, work_dir):
         self.name = name
         self.spec = pod_spec
         self.config_maps = config_maps
@@ -63,10 +63,9 @@ class ChartPod:
         self.dirs = {}
         for volume in pod_spec.get("volumes", []):
             if "emptyDir" in volume and not is_memory(volume):
-                path = tempfile.mkdtemp(prefix=f"{name}-{volume['name']}-", dir=image_user_dir)
+                path = tempfile.mkdtemp(prefix=f"{name}-{volume['name']}-", dir=work_dir)
                 os.chmod(path, 0o777)
                 self.dirs[volume["name"]] = path
-        self.containers = []
 
     def _volume_flags(self, container):
         flags = []
@@ -95,21 +94,19 @@ class ChartPod:
             flags += ["-e", f"{key}={value}"]
         if command:
             flags += ["--entrypoint", command[0]]
-        return flags, [*command[1:], *args], env
+        return flags, [*command[1:], *args]
 
     def run_init_containers(self, hosts=()):
         for init in self.spec.get("initContainers", []):
-            flags, argv, _ = self._run_flags(init, hosts)
+            flags, argv = self._run_flags(init, hosts)
             podman("run", "--rm", *flags, init["image"], *argv, timeout=300)
 
     def start(self, container_name, hosts=()):
         """Starts the named main container detached; its podman name."""
         container = next(c for c in self.spec["containers"] if c["name"] == container_name)
-        flags, argv, env = self._run_flags(container, hosts)
+        flags, argv = self._run_flags(container, hosts)
         name = f"{self.name}-{container_name}"
         podman("run", "-d", "--name", name, *flags, container["image"], *argv, timeout=300)
-        self.containers.append(name)
-        self.env = env
         return name
 
 
