@@ -29,7 +29,6 @@ Exits 77 (ctest: skipped), saying why, where podman cannot run containers.
 import copy
 import json
 import os
-import subprocess
 import unittest
 
 import yaml
@@ -39,11 +38,6 @@ import container_util as cu
 PROMPT = "In the beginning"
 PLAYED_KINDS = ("ConfigMap", "Deployment", "Pod")
 NOT_PLAYED = ("Service", "ServiceAccount", "NetworkPolicy", "PodDisruptionBudget")
-
-
-def folio(*args):
-    return subprocess.run([os.path.join(cu.BIN_DIR, "folio"), *args], capture_output=True,
-                          text=True, timeout=300)
 
 
 def statefulset_pod(statefulset, ordinal):
@@ -163,14 +157,15 @@ class KubePlayTest(cu.ChartTestCase):
         self._play("cluster", [*config_maps, worker, deployment])
         address = f"127.0.0.1:{self.ports['grpc']}"
         try:
-            cu.wait_until(lambda: cu.grpc_health(address) == 1, 240, "scheduler SERVING")
+            cu.wait_until(lambda: cu.grpc_health(address) == 1, 240, "scheduler SERVING",
+                          interval=0.2)
         except AssertionError:
             raise AssertionError("scheduler never SERVING:\n" + self._logs())
 
         options = ["--temperature", "0", "--max-tokens", "16", "--ignore-eos"]
-        served = folio("generate", "--address", address, "--wait-s", "60", *options, PROMPT)
+        served = cu.folio("generate", "--address", address, "--wait-s", "60", *options, PROMPT)
         self.assertEqual(served.returncode, 0, served.stderr + self._logs())
-        offline = folio("run", "--model", cu.DEMO, "--prompt", PROMPT, *options)
+        offline = cu.folio("run", "--model", cu.DEMO, "--prompt", PROMPT, *options)
         self.assertEqual(served.stdout.strip(), offline.stdout.strip())
 
         # The chart's `helm test` pod, against the scheduler Service's name.
@@ -184,7 +179,8 @@ class KubePlayTest(cu.ChartTestCase):
             | {f"{s}.default.svc.cluster.local" for s in services}))
         self._play("helm-test", [test_pod])
         pod_name = test_pod["metadata"]["name"]
-        codes = cu.wait_until(lambda: self._finished(pod_name), 120, "the helm test pod to finish")
+        codes = cu.wait_until(lambda: self._finished(pod_name), 120, "the helm test pod to finish",
+                               interval=0.2)
         self.assertTrue(all(code == 0 for _, code in codes.values()),
                         f"helm test pod: {codes}\n{self._logs()}")
 

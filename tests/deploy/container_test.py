@@ -13,19 +13,12 @@ podman cannot run containers.
 
 Run: /usr/bin/python3 tests/deploy/container_test.py  (FOLIO_BUILD_DIR, FOLIO_HELM)
 """
-import os
-import subprocess
 import unittest
 
 import container_util as cu
 from chart_pods import pod_of
 
 PROMPT = "In the beginning"
-
-
-def folio(*args, timeout=300):
-    return subprocess.run([os.path.join(cu.BIN_DIR, "folio"), *args], capture_output=True,
-                          text=True, timeout=timeout)
 
 
 class ImageTest(unittest.TestCase):
@@ -67,7 +60,7 @@ class ImageTest(unittest.TestCase):
         options = ["--temperature", "0", "--max-tokens", "12", "--ignore-eos"]
         inside = cu.podman("run", "--rm", "--network", "host", cu.IMAGE, "folio", "run",
                            "--model", "/opt/folio/models/folio-demo", "--prompt", PROMPT, *options)
-        outside = folio("run", "--model", cu.DEMO, "--prompt", PROMPT, *options)
+        outside = cu.folio("run", "--model", cu.DEMO, "--prompt", PROMPT, *options)
         self.assertEqual(outside.returncode, 0, outside.stderr)
         self.assertEqual(inside.stdout.strip(), outside.stdout.strip())
         usage = cu.podman("run", "--rm", cu.IMAGE, "", check=False)
@@ -112,17 +105,18 @@ class ChartContainersTest(cu.ChartTestCase):
 
         address = f"127.0.0.1:{self.ports['grpc']}"
         try:
-            cu.wait_until(lambda: cu.grpc_health(address) == 1, 180, "scheduler SERVING")
+            cu.wait_until(lambda: cu.grpc_health(address) == 1, 180, "scheduler SERVING",
+                          interval=0.2)
         except AssertionError:
             raise AssertionError("scheduler never SERVING:\n" + self._logs())
         self.assertEqual(cu.grpc_health(f"127.0.0.1:{self.ports['worker']}"), 1)
         self.assertEqual(cu.grpc_health(address, "liveness"), 1)
 
         options = ["--temperature", "0", "--max-tokens", "24", "--ignore-eos"]
-        served = folio("generate", "--address", address, "--wait-s", "60", *options, PROMPT)
+        served = cu.folio("generate", "--address", address, "--wait-s", "60", *options, PROMPT)
         self.assertEqual(served.returncode, 0, served.stderr + self._logs())
         self.assertIn("finish: length", served.stderr)
-        offline = folio("run", "--model", cu.DEMO, "--prompt", PROMPT, *options)
+        offline = cu.folio("run", "--model", cu.DEMO, "--prompt", PROMPT, *options)
         self.assertEqual(offline.returncode, 0, offline.stderr)
         self.assertEqual(served.stdout.strip(), offline.stdout.strip())
         self.assertGreater(len(served.stdout.split()), 5)

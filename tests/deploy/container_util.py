@@ -7,8 +7,8 @@ on free ports.
 """
 import os
 import shutil
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -19,6 +19,9 @@ SOURCE_DIR = os.path.abspath(os.environ.get(
     "FOLIO_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")))
 BUILD_DIR = os.path.abspath(os.environ.get("FOLIO_BUILD_DIR", os.path.join(SOURCE_DIR, "build")))
 BIN_DIR = os.path.join(BUILD_DIR, "bin")
+# free_port and wait_until of the integration tests' harness.
+sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "integration"))
+from local_cluster import free_port, wait_until  # noqa: E402,F401
 HELM = os.environ.get("FOLIO_HELM", os.path.join(BUILD_DIR, "helm", "bin", "helm"))
 CHART = os.path.join(SOURCE_DIR, "helm", "folio")
 DOCKER_DIR = os.path.join(SOURCE_DIR, "deploy", "docker")
@@ -42,21 +45,10 @@ def podman(*args, check=True, timeout=900, input=None):
     return proc
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition, timeout, what, interval=0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout} s")
-        time.sleep(interval)
+def folio(*args):
+    """The host's `folio` (the tree's build) with args, output captured."""
+    return subprocess.run([os.path.join(BIN_DIR, "folio"), *args], capture_output=True,
+                          text=True, timeout=300)
 
 
 def why_containers_cannot_run():
