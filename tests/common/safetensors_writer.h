@@ -111,7 +111,20 @@ inline void WriteText(const std::string& path, const std::string& text) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-// An empty directory unique to the running test.
+// Removes the directories MakeTestDir made when the test process exits (ctest
+// runs one test per process), so that test runs leave nothing in /tmp.
+inline void RemoveAtExit(const std::filesystem::path& dir) {
+  static struct Cleanup {
+    std::vector<std::filesystem::path> dirs;
+    ~Cleanup() {
+      std::error_code ignored;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ignored);
+    }
+  } cleanup;
+  cleanup.dirs.push_back(dir);
+}
+
+// An empty directory unique to the running test, removed at exit.
 inline std::string MakeTestDir() {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = std::string(info->test_suite_name()) + "_" + info->name();
@@ -122,6 +135,7 @@ inline std::string MakeTestDir() {
                               ("folio_common_" + std::to_string(::getpid()) + "_" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  RemoveAtExit(dir);
   return dir.string();
 }
 
