@@ -354,14 +354,24 @@ const KernelTable& TableFor(Isa isa, WeightType type) {
   return TableFor<Isa::kPortable>(type);
 }
 
-// Copies rows [0, mc) of x (K floats each) into row tiles of mr_tile rows
-// (the last one shorter), each stored k-major: tile t's value (m, k) at
-// out[t * mr_tile * K + k * rows_t + m]. A micro-kernel then reads its tile's
-// x as one stream instead of mr_tile rows K floats apart (with K a multiple of
-// 1024 those rows fall into the same L1 sets as each other and the panel).
-void PackRowTiles(const float* x, int32_t mc, int32_t K, int32_t mr_tile, float* out) {
-  for (int32_t m = 0; m < mc; m += mr_tile) {
-    const int32_t rows = std::min(mr_tile, mc - m);
+// Row tiles of a block of mc rows: the fewest tiles of at most mr_tile rows
+// that cover it, their heights differing by at most one (32 rows: 5 5 6 5 5 6,
+// not 6 6 6 6 6 2), so that no tile is left with too few accumulators to
+// cover the FMA latency. Tile t holds rows [Start(t), Start(t + 1)).
+struct RowTiles {
+  int32_t mc, count;
+  RowTiles(int32_t mc, int32_t mr_tile) : mc(mc), count((mc + mr_tile - 1) / mr_tile) {}
+  int32_t Start(int32_t t) const { return static_cast<int32_t>(int64_t{t} * mc / count); }
+};
+
+// Copies rows [0, mc) of x (K floats each) into its row tiles, each stored
+// k-major: the value (m, k) of the tile starting at row m0 with r rows sits at
+// out[m0 * K + k * r + (m - m0)]. A micro-kernel then reads its tile's x as
+// one stream instead of rows K floats apart (with K a multiple of 1024 those
+// rows fall into the same L1 sets as each other and the panel).
+void PackRowTiles(const float* x, const RowTiles& tiles, int32_t K, float* out) {
+  for (int32_t t = 0; t < tiles.count; ++t) {
+    const int32_t m = tiles.Start(t), rows = tiles.Start(t + 1) - m;
     float* tile = out + int64_t{m} * K;
     for (int32_t i = 0; i < rows; ++i) {
       const float* row = x + int64_t{m + i} * K;
@@ -387,9 +397,10 @@ void GemmPanels(const float* x, int32_t n, const PackedMatrix& w, int32_t p_begi
     const int32_t np_tile = shape.panels, mr_tile = shape.rows;
     // Several one-panel row tiles (AVX2): they read x packed tile by tile.
     const bool pack_x = table.packed_x[0] != nullptr && np_tile == 1 && mc > mr_tile;
+    const RowTiles tiles(mc, mr_tile);
     if (pack_x) {
       packed_x.resize(size_t(mc) * K);
-      PackRowTiles(x + int64_t{m0} * K, mc, K, mr_tile, packed_x.data());
+      PackRowTiles(x + int64_t{m0} * K, tiles, K, packed_x.data());
     }
     // One row tile reads each panel once: no reuse to keep in L1, so no k-slices.
     const int32_t kc_max = mc <= mr_tile ? K : kKc;
@@ -397,8 +408,8 @@ void GemmPanels(const float* x, int32_t n, const PackedMatrix& w, int32_t p_begi
       const int32_t np = p_end - p >= np_tile ? np_tile : 1;
       for (int32_t k0 = 0; k0 < K; k0 += kc_max) {
         const int32_t kc = std::min(kc_max, K - k0);
-        for (int32_t m = 0; m < mc; m += mr_tile) {
-          const int32_t mr = std::min(mr_tile, mc - m);
+        for (int32_t t = 0; t < tiles.count; ++t) {
+          const int32_t m = tiles.Start(t), mr = tiles.Start(t + 1) - m;
           // The first row tile of a k-slice pulls the next slice of its
           // panels in while it computes (the others find this one in L1);
           // a whole-panel pass prefetches 1 KiB ahead.
@@ -416,14 +427,21 @@ void GemmPanels(const float* x, int32_t n, const PackedMatrix& w, int32_t p_begi
           for (int32_t i = 0; i < mr; ++i) {
             float* o = out + int64_t{m0 + m + i} * R + c0;
             const float* t = tile + i * np * kP;
+            // omp simd: -O2 leaves these loops scalar (their trip count is
+            // not a constant), and they run once per tile and k-slice.
             if (scales != nullptr) {
-              for (int32_t j = 0; j < cols; ++j) {
-                const float v = t[j] * scales[c0 + j];
-                o[j] = k0 == 0 ? v : o[j] + v;
+              const float* sc = scales + c0;
+              if (k0 == 0) {
+#pragma omp simd
+                for (int32_t j = 0; j < cols; ++j) o[j] = t[j] * sc[j];
+              } else {
+#pragma omp simd
+                for (int32_t j = 0; j < cols; ++j) o[j] += t[j] * sc[j];
               }
             } else if (k0 == 0) {
               std::memcpy(o, t, sizeof(float) * cols);
             } else {
+#pragma omp simd
               for (int32_t j = 0; j < cols; ++j) o[j] += t[j];
             }
           }
