@@ -426,23 +426,23 @@ void GemmPanels(const float* x, int32_t n, const PackedMatrix& w, int32_t p_begi
           const int32_t c0 = p * kP, cols = std::min(np * kP, R - c0);
           for (int32_t i = 0; i < mr; ++i) {
             float* o = out + int64_t{m0 + m + i} * R + c0;
-            const float* t = tile + i * np * kP;
+            const float* sums = tile + i * np * kP;
             // omp simd: -O2 leaves these loops scalar (their trip count is
             // not a constant), and they run once per tile and k-slice.
             if (scales != nullptr) {
               const float* sc = scales + c0;
               if (k0 == 0) {
 #pragma omp simd
-                for (int32_t j = 0; j < cols; ++j) o[j] = t[j] * sc[j];
+                for (int32_t j = 0; j < cols; ++j) o[j] = sums[j] * sc[j];
               } else {
 #pragma omp simd
-                for (int32_t j = 0; j < cols; ++j) o[j] += t[j] * sc[j];
+                for (int32_t j = 0; j < cols; ++j) o[j] += sums[j] * sc[j];
               }
             } else if (k0 == 0) {
-              std::memcpy(o, t, sizeof(float) * cols);
+              std::memcpy(o, sums, sizeof(float) * cols);
             } else {
 #pragma omp simd
-              for (int32_t j = 0; j < cols; ++j) o[j] += t[j];
+              for (int32_t j = 0; j < cols; ++j) o[j] += sums[j];
             }
           }
         }
