@@ -415,7 +415,7 @@ void GemmPanels(const float* x, int32_t n, const PackedMatrix& w, int32_t p_begi
           // a whole-panel pass prefetches 1 KiB ahead.
           const int64_t prefetch = m != 0 ? 0 : kc == K ? 1024 : int64_t{kc} * k_step;
           const uint8_t* wp = w.panel(p) + k0 * k_step;
-          if (pack_x && np == 1) {
+          if (pack_x) {  // one-panel tiles (np == 1)
             const float* xt = packed_x.data() + int64_t{m} * K + int64_t{k0} * mr;
             table.packed_x[mr - 1](xt, 0, wp, panel_bytes, kc, prefetch, tile);
           } else {
