@@ -18,8 +18,9 @@ std::vector<kernels::BlockPair> ToPairs(const std::vector<BlockCopy>& ops) {
 }  // namespace
 
 int64_t CacheEngine::BytesPerBlock(int32_t num_layers, int32_t num_kv_heads, int32_t head_dim,
-                                   int32_t block_size) {
-  return int64_t{2} * num_layers * num_kv_heads * head_dim * block_size * sizeof(float);
+                                   int32_t block_size, kernels::CacheDtype dtype) {
+  return int64_t{2} * num_layers *
+         kernels::BlockBytes(kernels::CacheShape{num_kv_heads, block_size, head_dim}, dtype);
 }
 
 CacheEngine::CacheEngine(const Options& options)
@@ -35,16 +36,21 @@ absl::StatusOr<std::unique_ptr<CacheEngine>> CacheEngine::Create(const Options& 
       options.num_device_blocks <= 0 || options.num_host_blocks < 0) {
     return absl::InvalidArgumentError("cache shape and pool sizes must be positive");
   }
+  if (options.dtype != kernels::CacheDtype::kFloat32 && !kernels::IsQuantized(options.dtype)) {
+    return absl::InvalidArgumentError("the CPU KV cache stores fp32, int8 or fp8 e4m3");
+  }
   auto engine = std::unique_ptr<CacheEngine>(new CacheEngine(options));
-  const int64_t block_elems = kernels::BlockElems(engine->shape_);
-  const int64_t bytes_per_block = block_elems * static_cast<int64_t>(sizeof(float));
+  // Stored in floats (aligned for fp32; a quantized block is a multiple of
+  // 64 bytes, so of 4), zeroed: a quantized block's scales start at 0.
+  const int64_t bytes_per_block = kernels::BlockBytes(engine->shape_, options.dtype);
+  const int64_t floats_per_block = bytes_per_block / static_cast<int64_t>(sizeof(float));
   for (int32_t l = 0; l < options.num_layers; ++l) {
-    engine->device_k_.emplace_back(block_elems * options.num_device_blocks, 0.0f);
-    engine->device_v_.emplace_back(block_elems * options.num_device_blocks, 0.0f);
+    engine->device_k_.emplace_back(floats_per_block * options.num_device_blocks, 0.0f);
+    engine->device_v_.emplace_back(floats_per_block * options.num_device_blocks, 0.0f);
     // An empty host pool still needs valid pointers for the view.
     const int64_t host_blocks = std::max(1, options.num_host_blocks);
-    engine->host_k_.emplace_back(block_elems * host_blocks, 0.0f);
-    engine->host_v_.emplace_back(block_elems * host_blocks, 0.0f);
+    engine->host_k_.emplace_back(floats_per_block * host_blocks, 0.0f);
+    engine->host_v_.emplace_back(floats_per_block * host_blocks, 0.0f);
   }
   engine->device_view_ = MakeView(engine->device_k_, engine->device_v_, options.num_device_blocks,
                                   bytes_per_block);
@@ -91,7 +97,11 @@ absl::Status CacheEngine::ExecuteBlockOps(const StepPlan& plan) {
 kernels::PagedKvLayer CacheEngine::Layer(int32_t layer) const {
   return kernels::PagedKvLayer{device_k_[layer].data(), device_v_[layer].data(),
                                options_.num_device_blocks, options_.num_kv_heads,
-                               options_.block_size, options_.head_dim};
+                               options_.block_size, options_.head_dim, options_.dtype};
+}
+
+kernels::KvLayerView CacheEngine::LayerView(int32_t layer) {
+  return device_view_.Layer(layer);
 }
 
 }  // namespace folio

@@ -15,7 +15,8 @@
 namespace folio {
 
 // A CPU worker's KV cache: a device pool and a host (swap) pool, each one
-// fp32 K and one V tensor per layer in the layout of kernels/cache_layout.h.
+// K and one V tensor per layer in the layout of kernels/cache_layout.h, fp32
+// or quantized (int8 / fp8 e4m3 codes with per-block, per-KV-head scales).
 // It runs the block operations of a plan; the model runner reads and writes
 // the device pool through per-layer views.
 //
@@ -29,6 +30,7 @@ class CacheEngine {
     int32_t block_size = 16;
     int32_t num_device_blocks = 0;
     int32_t num_host_blocks = 0;
+    kernels::CacheDtype dtype = kernels::CacheDtype::kFloat32;  // fp32, int8 or fp8 e4m3
   };
 
   static absl::StatusOr<std::unique_ptr<CacheEngine>> Create(const Options& options);
@@ -37,15 +39,19 @@ class CacheEngine {
 
   // Bytes of one block across all layers, K and V: what sizes the pools.
   static int64_t BytesPerBlock(int32_t num_layers, int32_t num_kv_heads, int32_t head_dim,
-                               int32_t block_size);
+                               int32_t block_size,
+                               kernels::CacheDtype dtype = kernels::CacheDtype::kFloat32);
 
   // swap_out, then swap_in, then copy-on-write copies, as plans require.
   absl::Status ExecuteBlockOps(const StepPlan& plan);
 
-  // Device pool, one layer.
+  // Device pool, one layer: for attention, and for the cache writes.
   kernels::PagedKvLayer Layer(int32_t layer) const;
+  kernels::KvLayerView LayerView(int32_t layer);
+  // fp32 pools only: the layer's elements.
   float* key_cache(int32_t layer) { return device_k_[layer].data(); }
   float* value_cache(int32_t layer) { return device_v_[layer].data(); }
+  kernels::CacheDtype dtype() const { return options_.dtype; }
   const kernels::CacheShape& shape() const { return shape_; }
   const Options& options() const { return options_; }
 

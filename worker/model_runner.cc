@@ -170,13 +170,11 @@ absl::Status ModelRunner::Attention(int32_t layer, const ForwardBatch& batch, in
   }
 
   const kernels::PagedKvLayer kv = cache_.Layer(layer);
-  const int64_t bytes_per_block = kernels::BlockElems(cache_.shape()) * int64_t{sizeof(float)};
-  const kernels::KvLayerView view{cache_.key_cache(layer), cache_.value_cache(layer),
-                                  cache_.options().num_device_blocks, bytes_per_block};
   {
     ScopedStepPart part(times_, StepPart::kKvWrite);
     if (!kernels::cpu::ReshapeAndCache(k_.data(), v_.data(), batch.slot_mapping.data(), n,
-                                       cache_.shape(), view, &error)) {
+                                       cache_.shape(), cache_.dtype(), cache_.LayerView(layer),
+                                       &error)) {
       return absl::InternalError(absl::StrCat("reshape_and_cache, layer ", layer, ": ", error));
     }
   }

@@ -183,8 +183,9 @@ void PagedAttentionDecodeSplit(const float* q, const PagedKvLayer& kv, const Blo
                                const int32_t* context_lens, int32_t num_heads, float scale,
                                const DecodeSplit& split, float* out, int32_t sliding_window) {
   const Shape sh{tables.num_seqs, num_heads, kv.num_kv_heads, kv.head_dim};
-  DecodeWithSplit(q, sh, context_lens, scale, split, sliding_window, out,
-                  PagedSourceAt(kv, tables));
+  WithPagedSource(kv, tables, [&](auto source_at) {
+    DecodeWithSplit(q, sh, context_lens, scale, split, sliding_window, out, source_at);
+  });
 }
 
 void ContiguousAttentionDecode(const float* q, const ContiguousKvLayer& kv,

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #ifdef _OPENMP
@@ -24,6 +25,7 @@
 #endif
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace folio::kernels::cpu::attention_internal {
@@ -38,94 +40,100 @@ namespace {  // NOLINT(google-build-namespaces): private header
 // add latency). `hd` is any positive count; the kernels use multiples of 8.
 
 // s[j] = q . k_j for the 8 rows k_j = k + j * hd.
-FOLIO_ALWAYS_INLINE void Dot8(const float* __restrict q, const float* __restrict k, int32_t hd,
+template <class E>
+FOLIO_ALWAYS_INLINE void Dot8(const float* __restrict q, const E* __restrict k, int32_t hd,
                               float* __restrict s) {
-  const float* k0 = k;
-  const float* k1 = k0 + hd;
-  const float* k2 = k1 + hd;
-  const float* k3 = k2 + hd;
-  const float* k4 = k3 + hd;
-  const float* k5 = k4 + hd;
-  const float* k6 = k5 + hd;
-  const float* k7 = k6 + hd;
+  const E* k0 = k;
+  const E* k1 = k0 + hd;
+  const E* k2 = k1 + hd;
+  const E* k3 = k2 + hd;
+  const E* k4 = k3 + hd;
+  const E* k5 = k4 + hd;
+  const E* k6 = k5 + hd;
+  const E* k7 = k6 + hd;
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
 #pragma omp simd reduction(+ : s0, s1, s2, s3, s4, s5, s6, s7)
   for (int32_t d = 0; d < hd; ++d) {
     const float x = q[d];
-    s0 += x * k0[d];
-    s1 += x * k1[d];
-    s2 += x * k2[d];
-    s3 += x * k3[d];
-    s4 += x * k4[d];
-    s5 += x * k5[d];
-    s6 += x * k6[d];
-    s7 += x * k7[d];
+    s0 += x * DecodeKv(k0[d]);
+    s1 += x * DecodeKv(k1[d]);
+    s2 += x * DecodeKv(k2[d]);
+    s3 += x * DecodeKv(k3[d]);
+    s4 += x * DecodeKv(k4[d]);
+    s5 += x * DecodeKv(k5[d]);
+    s6 += x * DecodeKv(k6[d]);
+    s7 += x * DecodeKv(k7[d]);
   }
   s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
 
-FOLIO_ALWAYS_INLINE void Dot4(const float* __restrict q, const float* __restrict k, int32_t hd,
+template <class E>
+FOLIO_ALWAYS_INLINE void Dot4(const float* __restrict q, const E* __restrict k, int32_t hd,
                               float* __restrict s) {
-  const float* k0 = k;
-  const float* k1 = k0 + hd;
-  const float* k2 = k1 + hd;
-  const float* k3 = k2 + hd;
+  const E* k0 = k;
+  const E* k1 = k0 + hd;
+  const E* k2 = k1 + hd;
+  const E* k3 = k2 + hd;
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
   for (int32_t d = 0; d < hd; ++d) {
     const float x = q[d];
-    s0 += x * k0[d];
-    s1 += x * k1[d];
-    s2 += x * k2[d];
-    s3 += x * k3[d];
+    s0 += x * DecodeKv(k0[d]);
+    s1 += x * DecodeKv(k1[d]);
+    s2 += x * DecodeKv(k2[d]);
+    s3 += x * DecodeKv(k3[d]);
   }
   s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
 }
 
-FOLIO_ALWAYS_INLINE float Dot1(const float* __restrict q, const float* __restrict k, int32_t hd) {
+template <class E>
+FOLIO_ALWAYS_INLINE float Dot1(const float* __restrict q, const E* __restrict k, int32_t hd) {
   float s0 = 0;
 #pragma omp simd reduction(+ : s0)
-  for (int32_t d = 0; d < hd; ++d) s0 += q[d] * k[d];
+  for (int32_t d = 0; d < hd; ++d) s0 += q[d] * DecodeKv(k[d]);
   return s0;
 }
 
 // acc += sum_j p[j] * v_j for the 8 rows v_j = v + j * hd.
-FOLIO_ALWAYS_INLINE void Axpy8(const float* __restrict p, const float* __restrict v, int32_t hd,
+template <class E>
+FOLIO_ALWAYS_INLINE void Axpy8(const float* __restrict p, const E* __restrict v, int32_t hd,
                                float* __restrict acc) {
   const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
   const float p4 = p[4], p5 = p[5], p6 = p[6], p7 = p[7];
-  const float* v0 = v;
-  const float* v1 = v0 + hd;
-  const float* v2 = v1 + hd;
-  const float* v3 = v2 + hd;
-  const float* v4 = v3 + hd;
-  const float* v5 = v4 + hd;
-  const float* v6 = v5 + hd;
-  const float* v7 = v6 + hd;
+  const E* v0 = v;
+  const E* v1 = v0 + hd;
+  const E* v2 = v1 + hd;
+  const E* v3 = v2 + hd;
+  const E* v4 = v3 + hd;
+  const E* v5 = v4 + hd;
+  const E* v6 = v5 + hd;
+  const E* v7 = v6 + hd;
 #pragma omp simd
   for (int32_t d = 0; d < hd; ++d) {
-    acc[d] += ((p0 * v0[d] + p1 * v1[d]) + (p2 * v2[d] + p3 * v3[d])) +
-              ((p4 * v4[d] + p5 * v5[d]) + (p6 * v6[d] + p7 * v7[d]));
+    acc[d] += ((p0 * DecodeKv(v0[d]) + p1 * DecodeKv(v1[d])) + (p2 * DecodeKv(v2[d]) + p3 * DecodeKv(v3[d]))) +
+              ((p4 * DecodeKv(v4[d]) + p5 * DecodeKv(v5[d])) + (p6 * DecodeKv(v6[d]) + p7 * DecodeKv(v7[d])));
   }
 }
 
-FOLIO_ALWAYS_INLINE void Axpy4(const float* __restrict p, const float* __restrict v, int32_t hd,
+template <class E>
+FOLIO_ALWAYS_INLINE void Axpy4(const float* __restrict p, const E* __restrict v, int32_t hd,
                                float* __restrict acc) {
   const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
-  const float* v0 = v;
-  const float* v1 = v0 + hd;
-  const float* v2 = v1 + hd;
-  const float* v3 = v2 + hd;
+  const E* v0 = v;
+  const E* v1 = v0 + hd;
+  const E* v2 = v1 + hd;
+  const E* v3 = v2 + hd;
 #pragma omp simd
   for (int32_t d = 0; d < hd; ++d) {
-    acc[d] += (p0 * v0[d] + p1 * v1[d]) + (p2 * v2[d] + p3 * v3[d]);
+    acc[d] += (p0 * DecodeKv(v0[d]) + p1 * DecodeKv(v1[d])) + (p2 * DecodeKv(v2[d]) + p3 * DecodeKv(v3[d]));
   }
 }
 
-FOLIO_ALWAYS_INLINE void Axpy1(float p, const float* __restrict v, int32_t hd,
+template <class E>
+FOLIO_ALWAYS_INLINE void Axpy1(float p, const E* __restrict v, int32_t hd,
                                float* __restrict acc) {
 #pragma omp simd
-  for (int32_t d = 0; d < hd; ++d) acc[d] += p * v[d];
+  for (int32_t d = 0; d < hd; ++d) acc[d] += p * DecodeKv(v[d]);
 }
 
 // ---------------------------------------------------------------------------
@@ -134,16 +142,21 @@ FOLIO_ALWAYS_INLINE void Axpy1(float p, const float* __restrict v, int32_t hd,
 // the number of positions stored contiguously from there.
 
 // head_stride: offset from one KV head's rows to the next head's for the
-// same positions (an item may cover several heads).
+// same positions (an item may cover several heads). Offsets count E
+// elements (bytes, for the one-byte codes of a quantized cache).
+template <class E>
 struct PagedSource {
-  const float* k;
-  const float* v;
+  using Elem = E;
+  static constexpr bool kQuantized = !std::is_same_v<E, float>;
+  const E* k;
+  const E* v;
   const int32_t* table;  // this sequence's block table row
-  int64_t block_stride;  // num_kv_heads * block_size * head_dim
+  int64_t block_stride;  // fp32: num_kv_heads * block_size * head_dim; quantized: BlockBytes
   int64_t head_offset;   // first kv_head * block_size * head_dim
   int64_t head_stride;   // block_size * head_dim: a block holds every head
   int32_t block_size;
   int32_t hd;
+  int64_t scales_offset;  // quantized: from a block's start to its first head's scale
 
   int64_t Locate(int32_t pos, int32_t* run) const {
     const int32_t b = pos / block_size;
@@ -151,12 +164,24 @@ struct PagedSource {
     *run = block_size - o;
     return table[b] * block_stride + head_offset + int64_t{o} * hd;
   }
+  // Quantized: the K (V) scales of the block holding pos, from the item's
+  // first KV head on (head j of the item at [j]).
+  const float* KScales(int32_t pos) const { return Scales(k, pos); }
+  const float* VScales(int32_t pos) const { return Scales(v, pos); }
+
+ private:
+  const float* Scales(const E* base, int32_t pos) const {
+    return reinterpret_cast<const float*>(base + table[pos / block_size] * block_stride +
+                                          scales_offset);
+  }
 };
 
 // A contiguous cache is walked in aligned pieces of kContiguousRun
 // positions: one tile-long piece would prefetch a whole tile (32 KiB at
 // head_dim 128) ahead, past what L1 holds; 16-32 measured fastest.
 struct ContiguousSource {
+  using Elem = float;
+  static constexpr bool kQuantized = false;
   static constexpr int32_t kContiguousRun = 32;
   const float* k;
   const float* v;
@@ -229,10 +254,10 @@ constexpr int32_t kPrefetchAhead = FOLIO_PREFETCH_AHEAD;
 
 class PrefetchCursor {
  public:
-  // Spreads [p, p + floats) over about `steps` calls of Step().
-  void Reset(const float* p, int64_t floats, int32_t steps) {
-    next_ = reinterpret_cast<const char*>(p);
-    end_ = next_ + floats * int64_t{sizeof(float)};
+  // Spreads [p, p + bytes) over about `steps` calls of Step().
+  void Reset(const void* p, int64_t bytes, int32_t steps) {
+    next_ = static_cast<const char*>(p);
+    end_ = next_ + bytes;
     const int64_t lines = (end_ - next_ + kLine - 1) / kLine;
     per_step_ =
         static_cast<int32_t>(std::max<int64_t>(1, (lines + steps - 1) / std::max(1, steps)));
@@ -273,7 +298,8 @@ inline int32_t PieceSteps(int32_t m, int32_t run) {
 }
 
 // Scores s[r][j] = q_r . k_j for the `run` contiguous key rows at k.
-static FOLIO_SIMD_CLONES void ScoresPiece(const float* q, int32_t m, const float* k, int32_t run,
+template <class E>
+static FOLIO_SIMD_CLONES void ScoresPiece(const float* q, int32_t m, const E* k, int32_t run,
                                    int32_t hd, float* s, PrefetchCursor& pf) {
   int32_t j = 0;
   for (; j + 8 <= run; j += 8) {
@@ -297,7 +323,8 @@ static FOLIO_SIMD_CLONES void ScoresPiece(const float* q, int32_t m, const float
 }
 
 // acc_r += sum_j p[r][j] * v_j for the `run` contiguous value rows at v.
-static FOLIO_SIMD_CLONES void ValuesPiece(const float* p, int32_t m, const float* v, int32_t run,
+template <class E>
+static FOLIO_SIMD_CLONES void ValuesPiece(const float* p, int32_t m, const E* v, int32_t run,
                                    int32_t hd, float* acc, PrefetchCursor& pf) {
   int32_t j = 0;
   for (; j + 8 <= run; j += 8) {
@@ -317,6 +344,16 @@ static FOLIO_SIMD_CLONES void ValuesPiece(const float* p, int32_t m, const float
       Axpy1(p[r * kTileTokens + j], v + int64_t{j} * hd, hd, acc + int64_t{r} * hd);
       pf.Step();
     }
+  }
+}
+
+// Multiplies rows [0, m) (row stride ld) of columns [j0, j0 + n) of a score
+// or probability tile by a quantized block's scale.
+inline void ScaleColumns(float* t, int32_t m, int64_t ld, int32_t j0, int32_t n, float scale) {
+  for (int32_t r = 0; r < m; ++r) {
+    float* __restrict row = t + r * ld + j0;
+#pragma omp simd
+    for (int32_t j = 0; j < n; ++j) row[j] *= scale;
   }
 }
 
@@ -403,7 +440,7 @@ static void AttendRange(const Src& src, Scratch& sc, int32_t groups, int32_t g, 
     auto prefetch_for = [&](int32_t a, int32_t steps) {
       int32_t b = a + kPrefetchAhead;
       const Piece* piece = nullptr;
-      const float* base = src.k;
+      const typename Src::Elem* base = src.k;
       if (b < per_pass) {
         piece = &cur[b / groups];
       } else if (b < 2 * per_pass) {
@@ -414,8 +451,8 @@ static void AttendRange(const Src& src, Scratch& sc, int32_t groups, int32_t g, 
       if (piece == nullptr) {
         pf.Reset(nullptr, 0, 1);
       } else {
-        pf.Reset(base + piece->off + (b % groups) * src.head_stride, int64_t{piece->run} * hd,
-                 steps);
+        pf.Reset(base + piece->off + (b % groups) * src.head_stride,
+                 int64_t{piece->run} * hd * int64_t{sizeof(typename Src::Elem)}, steps);
       }
     };
     for (int32_t i = 0; i < n_cur; ++i) {
@@ -424,6 +461,10 @@ static void AttendRange(const Src& src, Scratch& sc, int32_t groups, int32_t g, 
         prefetch_for(i * groups + j, PieceSteps(g, c.run));
         ScoresPiece(sc.q + int64_t{j} * g * hd, g, src.k + c.off + j * src.head_stride, c.run, hd,
                     sc.s + j * g * kTileTokens + (c.pos - t0), pf);
+        if constexpr (Src::kQuantized) {
+          ScaleColumns(sc.s + j * g * kTileTokens, g, kTileTokens, c.pos - t0, c.run,
+                       src.KScales(c.pos)[j]);
+        }
       }
     }
     for (int32_t r = 0; r < m; ++r) SoftmaxTileRow(sc, r, t0, n, hd);
@@ -431,6 +472,10 @@ static void AttendRange(const Src& src, Scratch& sc, int32_t groups, int32_t g, 
       const Piece& c = cur[i];
       for (int32_t j = 0; j < groups; ++j) {
         prefetch_for(per_pass + i * groups + j, PieceSteps(g, c.run));
+        if constexpr (Src::kQuantized) {  // the probabilities are not needed after this
+          ScaleColumns(sc.s + j * g * kTileTokens, g, kTileTokens, c.pos - t0, c.run,
+                       src.VScales(c.pos)[j]);
+        }
         ValuesPiece(sc.s + j * g * kTileTokens + (c.pos - t0), g,
                     src.v + c.off + j * src.head_stride, c.run, hd, sc.acc + int64_t{j} * g * hd,
                     pf);
@@ -475,18 +520,35 @@ inline int32_t MaxThreads() {
 #endif
 }
 
+// E: float for an fp32 cache, int8_t or Fp8E4m3 for a quantized one
+// (kv.dtype says which).
+template <class E>
 static auto PagedSourceAt(const PagedKvLayer& kv, const BlockTables& tables) {
   return [&kv, &tables](int32_t s, int32_t h) {
     const int64_t tile = int64_t{kv.block_size} * kv.head_dim;
-    return PagedSource{kv.k,
-                       kv.v,
-                       tables.ids + int64_t{s} * tables.max_blocks_per_seq,
-                       kv.num_kv_heads * tile,
-                       h * tile,
-                       tile,
-                       kv.block_size,
-                       kv.head_dim};
+    const CacheShape shape{kv.num_kv_heads, kv.block_size, kv.head_dim};
+    const int64_t block_stride =
+        PagedSource<E>::kQuantized ? BlockBytes(shape, kv.dtype) : BlockElems(shape);
+    return PagedSource<E>{static_cast<const E*>(kv.k),
+                          static_cast<const E*>(kv.v),
+                          tables.ids + int64_t{s} * tables.max_blocks_per_seq,
+                          block_stride,
+                          h * tile,
+                          tile,
+                          kv.block_size,
+                          kv.head_dim,
+                          BlockElems(shape) + int64_t{4} * h};
   };
+}
+
+// Calls run(PagedSourceAt<E>(kv, tables)) with E the element type of kv.
+template <class Run>
+static void WithPagedSource(const PagedKvLayer& kv, const BlockTables& tables, Run run) {
+  switch (kv.dtype) {
+    case CacheDtype::kInt8: run(PagedSourceAt<int8_t>(kv, tables)); return;
+    case CacheDtype::kFp8E4m3: run(PagedSourceAt<Fp8E4m3>(kv, tables)); return;
+    default: run(PagedSourceAt<float>(kv, tables)); return;
+  }
 }
 
 static auto ContiguousSourceAt(const ContiguousKvLayer& kv) {

@@ -24,6 +24,9 @@ bool CheckShape(const void* k, const void* v, int64_t a, int32_t num_kv_heads, i
 }  // namespace
 
 bool ValidatePagedKvLayer(const PagedKvLayer& kv, std::string* error) {
+  if (kv.dtype != CacheDtype::kFloat32 && !IsQuantized(kv.dtype)) {
+    return Fail(error, "the CPU attention reads fp32, int8 or fp8 e4m3 caches");
+  }
   return CheckShape(kv.k, kv.v, kv.num_blocks, kv.num_kv_heads, kv.block_size, kv.head_dim,
                     "num_blocks", "block_size", error);
 }

@@ -11,16 +11,21 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cache_layout.h"
+
 namespace folio::kernels {
 
-// One layer of a paged cache (K and V), fp32, by value. Not owning.
+// One layer of a paged cache (K and V), by value. Not owning. fp32 elements,
+// or int8 / fp8 e4m3 codes in quantized blocks of BlockBytes(shape, dtype)
+// bytes with their per-KV-head scales (kernels/cache_layout.h).
 struct PagedKvLayer {
-  const float* k = nullptr;  // [num_blocks][num_kv_heads][block_size][head_dim]
-  const float* v = nullptr;  // same shape
+  const void* k = nullptr;  // [num_blocks][num_kv_heads][block_size][head_dim]
+  const void* v = nullptr;  // same shape
   int32_t num_blocks = 0;
   int32_t num_kv_heads = 0;
   int32_t block_size = 0;
   int32_t head_dim = 0;  // multiple of 8
+  CacheDtype dtype = CacheDtype::kFloat32;  // kFloat32, kInt8 or kFp8E4m3
 };
 
 // Block tables of a batch, row-major [num_seqs][max_blocks_per_seq], by
@@ -51,7 +56,8 @@ struct ContiguousKvLayer {
 // --- Validation (host; once, not per layer). Each returns true when valid,
 // otherwise false with a reason in *error (when error is not null).
 
-// Non-null K/V, positive sizes, head_dim a multiple of 8.
+// Non-null K/V, positive sizes, head_dim a multiple of 8; a paged layer's
+// dtype fp32, int8 or fp8 e4m3.
 bool ValidatePagedKvLayer(const PagedKvLayer& kv, std::string* error = nullptr);
 bool ValidateContiguousKvLayer(const ContiguousKvLayer& kv, std::string* error = nullptr);
 

@@ -1,6 +1,10 @@
 #include "kernels/cpu/cache_ops.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+
+#include "kernels/cpu/kv_quant.h"
 
 namespace folio::kernels::cpu {
 namespace {
@@ -16,6 +20,76 @@ inline void CopyBlock(const void* src_base, int64_t src_block, void* dst_base,
   std::memcpy(static_cast<char*>(dst_base) + dst_block * bytes,
               static_cast<const char*>(src_base) + src_block * bytes,
               static_cast<size_t>(bytes));
+}
+
+// Writes tokens [t0, t1) (all in block `block`, at offsets [lo, ...)) of one
+// tensor (K or V) into a quantized layer: per KV head, set or grow the
+// block's scale, then encode.
+template <class Code>
+void WriteQuantizedRun(const float* src, const int64_t* slots, int64_t t0, int64_t t1,
+                       int64_t block, bool fresh, const CacheShape& shape, float qmax,
+                       uint8_t* pool, int64_t bytes_per_block) {
+  uint8_t* base = pool + block * bytes_per_block;
+  Code* codes = reinterpret_cast<Code*>(base);
+  float* scales = reinterpret_cast<float*>(base + BlockElems(shape));
+  const int64_t n = TokenElems(shape), hd = shape.head_dim;
+  const int64_t head_codes = int64_t{shape.block_size} * hd;
+  for (int32_t h = 0; h < shape.num_kv_heads; ++h) {
+    float absmax = 0.0f;
+    for (int64_t t = t0; t < t1; ++t) {
+      if (slots[t] == kSkipSlot) continue;
+      const float* x = src + t * n + h * hd;
+      for (int64_t d = 0; d < hd; ++d) absmax = std::max(absmax, std::fabs(x[d]));
+    }
+    const float old = fresh ? 0.0f : scales[h];
+    const float needed = absmax / qmax;
+    float scale = old;
+    if (old == 0.0f) {
+      scale = needed;
+    } else if (needed > old) {
+      // Grow by 2^k: the earlier codes of this head are divided by 2^k.
+      int exponent = 0;
+      std::frexp(needed / old, &exponent);
+      scale = std::ldexp(old, exponent);
+      if (scale < needed) scale *= 2.0f;
+      const float ratio = old / scale;
+      Code* c = codes + h * head_codes;
+      for (int64_t i = 0; i < head_codes; ++i) c[i] = EncodeKv<Code>(DecodeKv(c[i]) * ratio);
+    }
+    scales[h] = scale;
+    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    for (int64_t t = t0; t < t1; ++t) {
+      if (slots[t] == kSkipSlot) continue;
+      const float* x = src + t * n + h * hd;
+      Code* c = codes + h * head_codes + (slots[t] % shape.block_size) * hd;
+      for (int64_t d = 0; d < hd; ++d) c[d] = EncodeKv<Code>(x[d] * inv);
+    }
+  }
+}
+
+template <class Code>
+void WriteQuantized(const float* key, const float* value, const int64_t* slots, int64_t num_tokens,
+                    const CacheShape& shape, float qmax, const KvLayerView& layer) {
+  // Runs of consecutive tokens in one block: a sequence's tokens of a step.
+  for (int64_t t0 = 0; t0 < num_tokens;) {
+    if (slots[t0] == kSkipSlot) {
+      ++t0;
+      continue;
+    }
+    const int64_t block = slots[t0] / shape.block_size;
+    int64_t t1 = t0 + 1, lowest = slots[t0] % shape.block_size;
+    for (; t1 < num_tokens; ++t1) {
+      if (slots[t1] == kSkipSlot) continue;
+      if (slots[t1] / shape.block_size != block) break;
+      lowest = std::min(lowest, slots[t1] % shape.block_size);
+    }
+    const bool fresh = lowest == 0;
+    WriteQuantizedRun<Code>(key, slots, t0, t1, block, fresh, shape, qmax,
+                      static_cast<uint8_t*>(layer.k), layer.bytes_per_block);
+    WriteQuantizedRun<Code>(value, slots, t0, t1, block, fresh, shape, qmax,
+                      static_cast<uint8_t*>(layer.v), layer.bytes_per_block);
+    t0 = t1;
+  }
 }
 
 }  // namespace
@@ -57,8 +131,26 @@ bool ReshapeAndCache(const float* key, const float* value,
                      const int64_t* slot_mapping, int64_t num_tokens,
                      const CacheShape& shape, const KvLayerView& layer,
                      std::string* error) {
-  if (!ValidateLayerView(layer, error) ||
-      !ValidateCacheShape(shape, sizeof(float), layer.bytes_per_block, error)) {
+  return ReshapeAndCache(key, value, slot_mapping, num_tokens, shape, CacheDtype::kFloat32, layer,
+                         error);
+}
+
+bool ReshapeAndCache(const float* key, const float* value,
+                     const int64_t* slot_mapping, int64_t num_tokens,
+                     const CacheShape& shape, CacheDtype dtype, const KvLayerView& layer,
+                     std::string* error) {
+  if (!ValidateLayerView(layer, error)) return false;
+  if (dtype != CacheDtype::kFloat32 && !IsQuantized(dtype)) {
+    return Fail(error, "the CPU cache stores fp32, int8 or fp8 e4m3");
+  }
+  if (IsQuantized(dtype)) {
+    if (shape.num_kv_heads <= 0 || shape.block_size <= 0 || shape.head_dim <= 0 ||
+        layer.bytes_per_block != BlockBytes(shape, dtype)) {
+      return Fail(error, "bytes_per_block " + std::to_string(layer.bytes_per_block) +
+                             " does not match the quantized block of this shape (" +
+                             std::to_string(BlockBytes(shape, dtype)) + ")");
+    }
+  } else if (!ValidateCacheShape(shape, sizeof(float), layer.bytes_per_block, error)) {
     return false;
   }
   if (num_tokens < 0) return Fail(error, "num_tokens must be non-negative");
@@ -73,6 +165,16 @@ bool ReshapeAndCache(const float* key, const float* value,
       return Fail(error, "token " + std::to_string(t) + " slot " + std::to_string(slot) +
                              " outside [-1, " + std::to_string(num_slots) + ")");
     }
+  }
+  if (dtype == CacheDtype::kInt8) {
+    WriteQuantized<int8_t>(key, value, slot_mapping, num_tokens, shape, QuantizedMax(dtype),
+                           layer);
+    return true;
+  }
+  if (dtype == CacheDtype::kFp8E4m3) {
+    WriteQuantized<Fp8E4m3>(key, value, slot_mapping, num_tokens, shape, QuantizedMax(dtype),
+                            layer);
+    return true;
   }
   const int64_t n = TokenElems(shape);
   float* k_cache = static_cast<float*>(layer.k);

@@ -40,6 +40,21 @@ bool ReshapeAndCache(const float* key, const float* value,
                      const CacheShape& shape, const KvLayerView& layer,
                      std::string* error = nullptr);
 
+// The same into a layer stored as `dtype` (layer.bytes_per_block ==
+// BlockBytes(shape, dtype)): fp32 as above, or int8 / fp8 e4m3 codes with
+// per-block, per-KV-head scales. A quantized block's scale is set by the
+// first tokens written into it (a write that covers offset 0 starts the
+// block afresh): their absolute maximum / QuantizedMax. Later tokens that
+// do not fit grow it by a power of two, and the block's earlier codes of
+// that head are rescaled (exactly for fp8 away from its subnormals; int8
+// rounds again, so a block that grew k times is off by at most one step of
+// its final scale). REQUIRES: a sequence's positions are written in order,
+// each once, as the scheduler's plans do.
+bool ReshapeAndCache(const float* key, const float* value,
+                     const int64_t* slot_mapping, int64_t num_tokens,
+                     const CacheShape& shape, CacheDtype dtype, const KvLayerView& layer,
+                     std::string* error = nullptr);
+
 }  // namespace folio::kernels::cpu
 
 #endif  // FOLIO_KERNELS_CPU_CACHE_OPS_H_

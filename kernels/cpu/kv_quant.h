@@ -1,0 +1,67 @@
+// The 8-bit codes of a quantized KV cache (kernels/cache_layout.h): int8
+// (symmetric, [-127, 127]) and fp8 e4m3 (OCP "e4m3fn": 4 exponent bits with
+// bias 7, 3 mantissa bits, no infinities, largest finite 448), each times its
+// block's per-KV-head scale. Written by hand: no Debian library converts fp8
+// on the CPU, and the decoders must inline into the attention kernels' SIMD
+// loops (plain integer and float operations that vectorize).
+#ifndef FOLIO_KERNELS_CPU_KV_QUANT_H_
+#define FOLIO_KERNELS_CPU_KV_QUANT_H_
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace folio::kernels::cpu {
+
+// An fp8 e4m3 code. A distinct type, so that overloads on the element type
+// (float, int8_t, Fp8E4m3) pick the right decoder.
+struct Fp8E4m3 {
+  uint8_t bits;
+};
+
+// Code -> value. The e4m3 bits shifted into an fp32's exponent and mantissa
+// read as 2^-120 times the value (subnormals included: they land on fp32
+// subnormals), so one multiply by 2^120 rescales. 0x7f (NaN) is never
+// written; it would read as 480.
+inline __attribute__((always_inline)) float DecodeKv(float v) { return v; }
+inline __attribute__((always_inline)) float DecodeKv(int8_t c) { return static_cast<float>(c); }
+inline __attribute__((always_inline)) float DecodeKv(Fp8E4m3 c) {
+  const uint32_t b = c.bits;
+  const uint32_t bits = ((b & 0x7fu) << 20) | ((b & 0x80u) << 24);
+  return std::bit_cast<float>(bits) * 0x1p120f;
+}
+
+// Value (already divided by the scale) -> nearest code, ties to even,
+// saturating at the largest finite code.
+inline int8_t EncodeInt8(float x) {
+  return static_cast<int8_t>(std::clamp(std::nearbyint(x), -127.0f, 127.0f));
+}
+
+inline Fp8E4m3 EncodeFp8E4m3(float x) {
+  const uint32_t sign = std::signbit(x) ? 0x80u : 0u;
+  const float a = std::fabs(x);
+  if (!(a < 448.0f)) return {static_cast<uint8_t>(sign | 0x7eu)};  // also NaN
+  if (a < 0x1p-6f) {  // subnormal range: multiples of 2^-9 (8 of them is 2^-6)
+    return {static_cast<uint8_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 512.0f)))};
+  }
+  // Round the fp32 mantissa to 3 bits, ties to even; a carry moves into the
+  // exponent as it should.
+  uint32_t u = std::bit_cast<uint32_t>(a);
+  u += 0x7ffffu + ((u >> 20) & 1u);
+  const uint32_t exponent = (u >> 23) - 127 + 7, mantissa = (u >> 20) & 7u;
+  if (exponent > 15 || (exponent == 15 && mantissa == 7)) return {static_cast<uint8_t>(sign | 0x7eu)};
+  return {static_cast<uint8_t>(sign | (exponent << 3) | mantissa)};
+}
+
+// EncodeKv<Code>: the encoder of a code type, for templates over it.
+template <class Code>
+Code EncodeKv(float x);
+template <>
+inline int8_t EncodeKv<int8_t>(float x) { return EncodeInt8(x); }
+template <>
+inline Fp8E4m3 EncodeKv<Fp8E4m3>(float x) { return EncodeFp8E4m3(x); }
+
+}  // namespace folio::kernels::cpu
+
+#endif  // FOLIO_KERNELS_CPU_KV_QUANT_H_
