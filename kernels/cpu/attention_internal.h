@@ -20,6 +20,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -40,100 +44,94 @@ namespace {  // NOLINT(google-build-namespaces): private header
 // add latency). `hd` is any positive count; the kernels use multiples of 8.
 
 // s[j] = q . k_j for the 8 rows k_j = k + j * hd.
-template <class E>
-FOLIO_ALWAYS_INLINE void Dot8(const float* __restrict q, const E* __restrict k, int32_t hd,
+FOLIO_ALWAYS_INLINE void Dot8(const float* __restrict q, const float* __restrict k, int32_t hd,
                               float* __restrict s) {
-  const E* k0 = k;
-  const E* k1 = k0 + hd;
-  const E* k2 = k1 + hd;
-  const E* k3 = k2 + hd;
-  const E* k4 = k3 + hd;
-  const E* k5 = k4 + hd;
-  const E* k6 = k5 + hd;
-  const E* k7 = k6 + hd;
+  const float* k0 = k;
+  const float* k1 = k0 + hd;
+  const float* k2 = k1 + hd;
+  const float* k3 = k2 + hd;
+  const float* k4 = k3 + hd;
+  const float* k5 = k4 + hd;
+  const float* k6 = k5 + hd;
+  const float* k7 = k6 + hd;
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
 #pragma omp simd reduction(+ : s0, s1, s2, s3, s4, s5, s6, s7)
   for (int32_t d = 0; d < hd; ++d) {
     const float x = q[d];
-    s0 += x * DecodeKv(k0[d]);
-    s1 += x * DecodeKv(k1[d]);
-    s2 += x * DecodeKv(k2[d]);
-    s3 += x * DecodeKv(k3[d]);
-    s4 += x * DecodeKv(k4[d]);
-    s5 += x * DecodeKv(k5[d]);
-    s6 += x * DecodeKv(k6[d]);
-    s7 += x * DecodeKv(k7[d]);
+    s0 += x * k0[d];
+    s1 += x * k1[d];
+    s2 += x * k2[d];
+    s3 += x * k3[d];
+    s4 += x * k4[d];
+    s5 += x * k5[d];
+    s6 += x * k6[d];
+    s7 += x * k7[d];
   }
   s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
 }
 
-template <class E>
-FOLIO_ALWAYS_INLINE void Dot4(const float* __restrict q, const E* __restrict k, int32_t hd,
+FOLIO_ALWAYS_INLINE void Dot4(const float* __restrict q, const float* __restrict k, int32_t hd,
                               float* __restrict s) {
-  const E* k0 = k;
-  const E* k1 = k0 + hd;
-  const E* k2 = k1 + hd;
-  const E* k3 = k2 + hd;
+  const float* k0 = k;
+  const float* k1 = k0 + hd;
+  const float* k2 = k1 + hd;
+  const float* k3 = k2 + hd;
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
   for (int32_t d = 0; d < hd; ++d) {
     const float x = q[d];
-    s0 += x * DecodeKv(k0[d]);
-    s1 += x * DecodeKv(k1[d]);
-    s2 += x * DecodeKv(k2[d]);
-    s3 += x * DecodeKv(k3[d]);
+    s0 += x * k0[d];
+    s1 += x * k1[d];
+    s2 += x * k2[d];
+    s3 += x * k3[d];
   }
   s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
 }
 
-template <class E>
-FOLIO_ALWAYS_INLINE float Dot1(const float* __restrict q, const E* __restrict k, int32_t hd) {
+FOLIO_ALWAYS_INLINE float Dot1(const float* __restrict q, const float* __restrict k, int32_t hd) {
   float s0 = 0;
 #pragma omp simd reduction(+ : s0)
-  for (int32_t d = 0; d < hd; ++d) s0 += q[d] * DecodeKv(k[d]);
+  for (int32_t d = 0; d < hd; ++d) s0 += q[d] * k[d];
   return s0;
 }
 
 // acc += sum_j p[j] * v_j for the 8 rows v_j = v + j * hd.
-template <class E>
-FOLIO_ALWAYS_INLINE void Axpy8(const float* __restrict p, const E* __restrict v, int32_t hd,
+FOLIO_ALWAYS_INLINE void Axpy8(const float* __restrict p, const float* __restrict v, int32_t hd,
                                float* __restrict acc) {
   const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
   const float p4 = p[4], p5 = p[5], p6 = p[6], p7 = p[7];
-  const E* v0 = v;
-  const E* v1 = v0 + hd;
-  const E* v2 = v1 + hd;
-  const E* v3 = v2 + hd;
-  const E* v4 = v3 + hd;
-  const E* v5 = v4 + hd;
-  const E* v6 = v5 + hd;
-  const E* v7 = v6 + hd;
+  const float* v0 = v;
+  const float* v1 = v0 + hd;
+  const float* v2 = v1 + hd;
+  const float* v3 = v2 + hd;
+  const float* v4 = v3 + hd;
+  const float* v5 = v4 + hd;
+  const float* v6 = v5 + hd;
+  const float* v7 = v6 + hd;
 #pragma omp simd
   for (int32_t d = 0; d < hd; ++d) {
-    acc[d] += ((p0 * DecodeKv(v0[d]) + p1 * DecodeKv(v1[d])) + (p2 * DecodeKv(v2[d]) + p3 * DecodeKv(v3[d]))) +
-              ((p4 * DecodeKv(v4[d]) + p5 * DecodeKv(v5[d])) + (p6 * DecodeKv(v6[d]) + p7 * DecodeKv(v7[d])));
+    acc[d] += ((p0 * v0[d] + p1 * v1[d]) + (p2 * v2[d] + p3 * v3[d])) +
+              ((p4 * v4[d] + p5 * v5[d]) + (p6 * v6[d] + p7 * v7[d]));
   }
 }
 
-template <class E>
-FOLIO_ALWAYS_INLINE void Axpy4(const float* __restrict p, const E* __restrict v, int32_t hd,
+FOLIO_ALWAYS_INLINE void Axpy4(const float* __restrict p, const float* __restrict v, int32_t hd,
                                float* __restrict acc) {
   const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
-  const E* v0 = v;
-  const E* v1 = v0 + hd;
-  const E* v2 = v1 + hd;
-  const E* v3 = v2 + hd;
+  const float* v0 = v;
+  const float* v1 = v0 + hd;
+  const float* v2 = v1 + hd;
+  const float* v3 = v2 + hd;
 #pragma omp simd
   for (int32_t d = 0; d < hd; ++d) {
-    acc[d] += (p0 * DecodeKv(v0[d]) + p1 * DecodeKv(v1[d])) + (p2 * DecodeKv(v2[d]) + p3 * DecodeKv(v3[d]));
+    acc[d] += (p0 * v0[d] + p1 * v1[d]) + (p2 * v2[d] + p3 * v3[d]);
   }
 }
 
-template <class E>
-FOLIO_ALWAYS_INLINE void Axpy1(float p, const E* __restrict v, int32_t hd,
+FOLIO_ALWAYS_INLINE void Axpy1(float p, const float* __restrict v, int32_t hd,
                                float* __restrict acc) {
 #pragma omp simd
-  for (int32_t d = 0; d < hd; ++d) acc[d] += p * DecodeKv(v[d]);
+  for (int32_t d = 0; d < hd; ++d) acc[d] += p * v[d];
 }
 
 // ---------------------------------------------------------------------------
@@ -209,7 +207,8 @@ struct Scratch {
   Scratch(int32_t max_rows, int32_t hd)
       : buf(static_cast<size_t>(max_rows) * (2 * hd + kTileTokens + 4)),
         limit(max_rows),
-        first(max_rows) {
+        first(max_rows),
+        kv(static_cast<size_t>(kTileTokens) * hd) {
     q = buf.data();
     acc = q + int64_t{max_rows} * hd;
     s = acc + int64_t{max_rows} * hd;
@@ -239,6 +238,7 @@ struct Scratch {
   float* sum;                  // [m] running sum of exp(score - mx)
   float* tmax;                 // [m] tiled prefill: the tile's max
   float* alpha;                // [m] tiled prefill: rescale of earlier tiles
+  std::vector<float> kv;       // [kTileTokens][hd] quantized cache: keys or values widened
 };
 
 // Software prefetch spread over the compute of one piece: the piece after
@@ -292,14 +292,194 @@ inline void StoreOutputRow(const float* __restrict acc, float sum, int32_t hd,
   for (int32_t d = 0; d < hd; ++d) out[d] = acc[d] * inv;
 }
 
+// ---------------------------------------------------------------------------
+// GCC/Clang 8-float vectors, for the tiled prefill (attention_prefill.cc).
+#if defined(__GNUC__)
+#define FOLIO_ATTENTION_V8 1
+#pragma GCC diagnostic ignored "-Wpsabi"  // V8 only passes between inlined helpers
+typedef float V8 __attribute__((vector_size(32)));
+FOLIO_ALWAYS_INLINE V8 LoadV8(const float* p) {
+  V8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+FOLIO_ALWAYS_INLINE void StoreV8(float* p, V8 v) { __builtin_memcpy(p, &v, sizeof v); }
+#endif
+
+// ---------------------------------------------------------------------------
+// Four query rows at a time (a GQA group of 4 or more heads sharing a KV
+// head), AVX2 + FMA: every key or value vector is loaded once for the four
+// rows, so the loops are bound by the FMAs instead of the loads (Dot8 /
+// Axpy8 load a key or value vector per row), and a quantized cache's codes
+// are widened right in the loop (8 per vpmovsxbd / vpmovzxbd), never stored
+// as fp32. Picked at run time on CPUs with AVX2 and FMA; elsewhere the
+// one-row loops above serve. Intrinsics, not vector extensions: GCC widens
+// 8-byte vectors lane by lane.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FOLIO_ATTENTION_ROWS4 1
+#define FOLIO_AVX2_FMA __attribute__((target("avx2,fma")))
+
+inline bool HaveAvx2Fma() {
+  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return have;
+}
+
+// Eight keys or values as fp32 (a quantized cache's codes widened; their
+// scale is applied by the caller): DecodeKv, eight lanes at a time.
+FOLIO_AVX2_FMA inline __attribute__((always_inline)) __m256 LoadKv8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+FOLIO_AVX2_FMA inline __attribute__((always_inline)) __m256 LoadKv8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+FOLIO_AVX2_FMA inline __attribute__((always_inline)) __m256 LoadKv8(const Fp8E4m3* p) {
+  const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256i magnitude = _mm256_and_si256(b, _mm256_set1_epi32(0x7f));
+  const __m256i normal =
+      _mm256_add_epi32(_mm256_slli_epi32(magnitude, 20), _mm256_set1_epi32(120 << 23));
+  const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(magnitude), _mm256_set1_ps(0x1p-9f));
+  const __m256i is_subnormal = _mm256_cmpgt_epi32(_mm256_set1_epi32(8), magnitude);
+  const __m256 value = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subnormal,
+                                        _mm256_castsi256_ps(is_subnormal));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24);
+  return _mm256_or_ps(value, _mm256_castsi256_ps(sign));
+}
+
+FOLIO_AVX2_FMA inline __attribute__((always_inline)) float Sum8(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+}
+
+// s[r][j] = scale * q_r . k_j for rows r < 4 (hd apart; s rows kTileTokens
+// apart) and the `run` keys at k, two keys at a time. hd: a multiple of 8.
+// E: fp32 keys (scale 1), or a quantized cache's codes and their scale.
+template <class E>
+FOLIO_AVX2_FMA void ScoresPiece4(const float* q, const E* k, int32_t run, int32_t hd, float scale,
+                                 float* s, PrefetchCursor& pf) {
+  const float* q0 = q;
+  const float* q1 = q0 + hd;
+  const float* q2 = q1 + hd;
+  const float* q3 = q2 + hd;
+  int32_t j = 0;
+  for (; j + 2 <= run; j += 2) {
+    const E* k0 = k + int64_t{j} * hd;
+    const E* k1 = k0 + hd;
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+    __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+    for (int32_t d = 0; d < hd; d += 8) {
+      const __m256 x0 = LoadKv8(k0 + d), x1 = LoadKv8(k1 + d);
+      __m256 y = _mm256_loadu_ps(q0 + d);
+      a00 = _mm256_fmadd_ps(y, x0, a00), a01 = _mm256_fmadd_ps(y, x1, a01);
+      y = _mm256_loadu_ps(q1 + d);
+      a10 = _mm256_fmadd_ps(y, x0, a10), a11 = _mm256_fmadd_ps(y, x1, a11);
+      y = _mm256_loadu_ps(q2 + d);
+      a20 = _mm256_fmadd_ps(y, x0, a20), a21 = _mm256_fmadd_ps(y, x1, a21);
+      y = _mm256_loadu_ps(q3 + d);
+      a30 = _mm256_fmadd_ps(y, x0, a30), a31 = _mm256_fmadd_ps(y, x1, a31);
+    }
+    s[j] = Sum8(a00) * scale, s[j + 1] = Sum8(a01) * scale;
+    s[kTileTokens + j] = Sum8(a10) * scale, s[kTileTokens + j + 1] = Sum8(a11) * scale;
+    s[2 * kTileTokens + j] = Sum8(a20) * scale, s[2 * kTileTokens + j + 1] = Sum8(a21) * scale;
+    s[3 * kTileTokens + j] = Sum8(a30) * scale, s[3 * kTileTokens + j + 1] = Sum8(a31) * scale;
+    pf.Step();
+  }
+  if (j < run) {  // an odd last key
+    const E* k0 = k + int64_t{j} * hd;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t d = 0; d < hd; d += 8) {
+      const __m256 x = LoadKv8(k0 + d);
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), x, a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + d), x, a1);
+      a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + d), x, a2);
+      a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + d), x, a3);
+    }
+    s[j] = Sum8(a0) * scale, s[kTileTokens + j] = Sum8(a1) * scale;
+    s[2 * kTileTokens + j] = Sum8(a2) * scale, s[3 * kTileTokens + j] = Sum8(a3) * scale;
+    pf.Step();
+  }
+}
+
+// acc_r += scale * sum_j p[r][j] * v_j for rows r < 4 (p rows kTileTokens
+// apart, acc rows hd apart) and the `run` values at v, 16 dimensions at a
+// time with the eight accumulators in registers across all the keys. E as
+// in ScoresPiece4.
+template <class E>
+FOLIO_AVX2_FMA void ValuesPiece4(const float* p, const E* v, int32_t run, int32_t hd, float scale,
+                                 float* acc, PrefetchCursor& pf) {
+  // The probabilities times the scale, once for every dimension block.
+  alignas(32) float ps[4][kTileTokens];
+  for (int32_t r = 0; r < 4; ++r) {
+    for (int32_t j = 0; j < run; ++j) ps[r][j] = p[r * kTileTokens + j] * scale;
+  }
+  float* c0 = acc;
+  float* c1 = c0 + hd;
+  float* c2 = c1 + hd;
+  float* c3 = c2 + hd;
+  int32_t d = 0;
+  for (; d + 16 <= hd; d += 16) {
+    __m256 a00 = _mm256_loadu_ps(c0 + d), a01 = _mm256_loadu_ps(c0 + d + 8);
+    __m256 a10 = _mm256_loadu_ps(c1 + d), a11 = _mm256_loadu_ps(c1 + d + 8);
+    __m256 a20 = _mm256_loadu_ps(c2 + d), a21 = _mm256_loadu_ps(c2 + d + 8);
+    __m256 a30 = _mm256_loadu_ps(c3 + d), a31 = _mm256_loadu_ps(c3 + d + 8);
+    const E* vr = v + d;
+    for (int32_t j = 0; j < run; ++j, vr += hd) {
+      const __m256 x0 = LoadKv8(vr), x1 = LoadKv8(vr + 8);
+      __m256 w = _mm256_broadcast_ss(&ps[0][j]);
+      a00 = _mm256_fmadd_ps(w, x0, a00), a01 = _mm256_fmadd_ps(w, x1, a01);
+      w = _mm256_broadcast_ss(&ps[1][j]);
+      a10 = _mm256_fmadd_ps(w, x0, a10), a11 = _mm256_fmadd_ps(w, x1, a11);
+      w = _mm256_broadcast_ss(&ps[2][j]);
+      a20 = _mm256_fmadd_ps(w, x0, a20), a21 = _mm256_fmadd_ps(w, x1, a21);
+      w = _mm256_broadcast_ss(&ps[3][j]);
+      a30 = _mm256_fmadd_ps(w, x0, a30), a31 = _mm256_fmadd_ps(w, x1, a31);
+    }
+    _mm256_storeu_ps(c0 + d, a00), _mm256_storeu_ps(c0 + d + 8, a01);
+    _mm256_storeu_ps(c1 + d, a10), _mm256_storeu_ps(c1 + d + 8, a11);
+    _mm256_storeu_ps(c2 + d, a20), _mm256_storeu_ps(c2 + d + 8, a21);
+    _mm256_storeu_ps(c3 + d, a30), _mm256_storeu_ps(c3 + d + 8, a31);
+    pf.Step();
+  }
+  for (; d < hd; d += 8) {  // head_dim 8 mod 16
+    __m256 a0 = _mm256_loadu_ps(c0 + d), a1 = _mm256_loadu_ps(c1 + d);
+    __m256 a2 = _mm256_loadu_ps(c2 + d), a3 = _mm256_loadu_ps(c3 + d);
+    const E* vr = v + d;
+    for (int32_t j = 0; j < run; ++j, vr += hd) {
+      const __m256 x = LoadKv8(vr);
+      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(&ps[0][j]), x, a0);
+      a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(&ps[1][j]), x, a1);
+      a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(&ps[2][j]), x, a2);
+      a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(&ps[3][j]), x, a3);
+    }
+    _mm256_storeu_ps(c0 + d, a0), _mm256_storeu_ps(c1 + d, a1);
+    _mm256_storeu_ps(c2 + d, a2), _mm256_storeu_ps(c3 + d, a3);
+  }
+}
+#endif
+
+
 // Calls of Dot8/Dot4/Dot1 (or Axpy*) for a piece: the prefetch steps.
 inline int32_t PieceSteps(int32_t m, int32_t run) {
   return m * (run / 8 + (run % 8) / 4 + run % 4);
 }
 
+// The prefetch steps of ScoresRows / ValuesRows over m rows of a piece.
+inline bool RowsOf4(int32_t m) {
+#ifdef FOLIO_ATTENTION_ROWS4
+  return m % 4 == 0 && HaveAvx2Fma();
+#else
+  return false;
+#endif
+}
+inline int32_t ScoreSteps(int32_t m, int32_t run) {
+  return RowsOf4(m) ? m / 4 * ((run + 1) / 2) : PieceSteps(m, run);
+}
+inline int32_t ValueSteps(int32_t m, int32_t run, int32_t hd) {
+  return RowsOf4(m) ? m / 4 * (hd / 16) : PieceSteps(m, run);
+}
+
 // Scores s[r][j] = q_r . k_j for the `run` contiguous key rows at k.
-template <class E>
-static FOLIO_SIMD_CLONES void ScoresPiece(const float* q, int32_t m, const E* k, int32_t run,
+static FOLIO_SIMD_CLONES void ScoresPiece(const float* q, int32_t m, const float* k, int32_t run,
                                    int32_t hd, float* s, PrefetchCursor& pf) {
   int32_t j = 0;
   for (; j + 8 <= run; j += 8) {
@@ -323,8 +503,7 @@ static FOLIO_SIMD_CLONES void ScoresPiece(const float* q, int32_t m, const E* k,
 }
 
 // acc_r += sum_j p[r][j] * v_j for the `run` contiguous value rows at v.
-template <class E>
-static FOLIO_SIMD_CLONES void ValuesPiece(const float* p, int32_t m, const E* v, int32_t run,
+static FOLIO_SIMD_CLONES void ValuesPiece(const float* p, int32_t m, const float* v, int32_t run,
                                    int32_t hd, float* acc, PrefetchCursor& pf) {
   int32_t j = 0;
   for (; j + 8 <= run; j += 8) {
@@ -347,14 +526,69 @@ static FOLIO_SIMD_CLONES void ValuesPiece(const float* p, int32_t m, const E* v,
   }
 }
 
-// Multiplies rows [0, m) (row stride ld) of columns [j0, j0 + n) of a score
-// or probability tile by a quantized block's scale.
-inline void ScaleColumns(float* t, int32_t m, int64_t ld, int32_t j0, int32_t n, float scale) {
-  for (int32_t r = 0; r < m; ++r) {
-    float* __restrict row = t + r * ld + j0;
+// A quantized cache's codes of one piece (one block, one KV head) widened to
+// fp32 and multiplied by their block's scale, into scratch the fp32 loops
+// above then read from L1: one conversion per code however many query rows
+// read it, and the inner loops stay the fp32 ones.
+template <class E>
+static FOLIO_SIMD_CLONES void DequantizePiece(const E* __restrict codes, int64_t n, float scale,
+                                              float* __restrict out) {
 #pragma omp simd
-    for (int32_t j = 0; j < n; ++j) row[j] *= scale;
+  for (int64_t i = 0; i < n; ++i) out[i] = DecodeKv(codes[i]) * scale;
+}
+
+// Where the fp32 keys (values) of a piece are: in the fp32 cache itself, or
+// widened into sc.kv (+ kv_offset floats) from a quantized one.
+template <class Src>
+FOLIO_ALWAYS_INLINE const float* PieceKv(const Src& src, bool key, int64_t off, int32_t pos,
+                                         int32_t run, int32_t head, float* kv) {
+  if constexpr (Src::kQuantized) {
+    const float scale = key ? src.KScales(pos)[head] : src.VScales(pos)[head];
+    DequantizePiece(key ? src.k + off : src.v + off, int64_t{run} * src.hd, scale, kv);
+    return kv;
+  } else {
+    return (key ? src.k : src.v) + off;
   }
+}
+
+// Scores of m rows (hd apart, s rows kTileTokens apart) against the keys of
+// a piece (element offset off in src, position pos, run keys) of the item's
+// KV head `head`: four rows at a time straight from the cache (fp32 or
+// codes), else one row at a time from fp32 (widened into kv when quantized).
+template <class Src>
+FOLIO_ALWAYS_INLINE void ScoresRows(const Src& src, int64_t off, int32_t pos, int32_t run,
+                                    int32_t head, const float* q, int32_t m, float* s, float* kv,
+                                    PrefetchCursor& pf) {
+#ifdef FOLIO_ATTENTION_ROWS4
+  if (RowsOf4(m)) {
+    float scale = 1.0f;
+    if constexpr (Src::kQuantized) scale = src.KScales(pos)[head];
+    for (int32_t r = 0; r < m; r += 4) {
+      ScoresPiece4(q + int64_t{r} * src.hd, src.k + off, run, src.hd, scale, s + r * kTileTokens, pf);
+    }
+    return;
+  }
+#endif
+  ScoresPiece(q, m, PieceKv(src, true, off, pos, run, head, kv), run, src.hd, s, pf);
+}
+
+// acc of m rows += the piece's values weighted by p (rows kTileTokens apart).
+template <class Src>
+FOLIO_ALWAYS_INLINE void ValuesRows(const Src& src, int64_t off, int32_t pos, int32_t run,
+                                    int32_t head, const float* p, int32_t m, float* acc, float* kv,
+                                    PrefetchCursor& pf) {
+#ifdef FOLIO_ATTENTION_ROWS4
+  if (RowsOf4(m)) {
+    float scale = 1.0f;
+    if constexpr (Src::kQuantized) scale = src.VScales(pos)[head];
+    for (int32_t r = 0; r < m; r += 4) {
+      ValuesPiece4(p + r * kTileTokens, src.v + off, run, src.hd, scale, acc + int64_t{r} * src.hd,
+                   pf);
+    }
+    return;
+  }
+#endif
+  ValuesPiece(p, m, PieceKv(src, false, off, pos, run, head, kv), run, src.hd, acc, pf);
 }
 
 // Online softmax over one tile of n positions starting at t0 for row r:
@@ -458,27 +692,19 @@ static void AttendRange(const Src& src, Scratch& sc, int32_t groups, int32_t g, 
     for (int32_t i = 0; i < n_cur; ++i) {
       const Piece& c = cur[i];
       for (int32_t j = 0; j < groups; ++j) {
-        prefetch_for(i * groups + j, PieceSteps(g, c.run));
-        ScoresPiece(sc.q + int64_t{j} * g * hd, g, src.k + c.off + j * src.head_stride, c.run, hd,
-                    sc.s + j * g * kTileTokens + (c.pos - t0), pf);
-        if constexpr (Src::kQuantized) {
-          ScaleColumns(sc.s + j * g * kTileTokens, g, kTileTokens, c.pos - t0, c.run,
-                       src.KScales(c.pos)[j]);
-        }
+        prefetch_for(i * groups + j, ScoreSteps(g, c.run));
+        ScoresRows(src, c.off + j * src.head_stride, c.pos, c.run, j, sc.q + int64_t{j} * g * hd,
+                   g, sc.s + j * g * kTileTokens + (c.pos - t0), sc.kv.data(), pf);
       }
     }
     for (int32_t r = 0; r < m; ++r) SoftmaxTileRow(sc, r, t0, n, hd);
     for (int32_t i = 0; i < n_cur; ++i) {
       const Piece& c = cur[i];
       for (int32_t j = 0; j < groups; ++j) {
-        prefetch_for(per_pass + i * groups + j, PieceSteps(g, c.run));
-        if constexpr (Src::kQuantized) {  // the probabilities are not needed after this
-          ScaleColumns(sc.s + j * g * kTileTokens, g, kTileTokens, c.pos - t0, c.run,
-                       src.VScales(c.pos)[j]);
-        }
-        ValuesPiece(sc.s + j * g * kTileTokens + (c.pos - t0), g,
-                    src.v + c.off + j * src.head_stride, c.run, hd, sc.acc + int64_t{j} * g * hd,
-                    pf);
+        prefetch_for(per_pass + i * groups + j, ValueSteps(g, c.run, hd));
+        ValuesRows(src, c.off + j * src.head_stride, c.pos, c.run, j,
+                   sc.s + j * g * kTileTokens + (c.pos - t0), g, sc.acc + int64_t{j} * g * hd,
+                   sc.kv.data(), pf);
       }
     }
     std::swap(cur, next);

@@ -4,7 +4,6 @@
 // the generic AttendRange of kernels/cpu/attention_internal.h.
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -29,18 +28,9 @@ using namespace attention_internal;  // NOLINT(google-build-using-namespace): pr
 // in registers and K/V are read straight from their blocks. Rows are padded
 // to a multiple of 16 (padded rows see nothing and are never stored).
 // GCC/Clang vector extensions; elsewhere the generic path serves.
-#if defined(__GNUC__)
+// V8, LoadV8, StoreV8: kernels/cpu/attention_internal.h.
+#ifdef FOLIO_ATTENTION_V8
 #define FOLIO_TILED_PREFILL 1
-// The helpers below always inline into the target_clones functions, so the
-// baseline build's note about passing AVX vectors by value never applies.
-#pragma GCC diagnostic ignored "-Wpsabi"
-typedef float V8 __attribute__((vector_size(32)));
-FOLIO_ALWAYS_INLINE V8 LoadV8(const float* p) {
-  V8 v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-FOLIO_ALWAYS_INLINE void StoreV8(float* p, V8 v) { __builtin_memcpy(p, &v, sizeof v); }
 
 constexpr int32_t kRowPad = 16;
 
@@ -50,33 +40,20 @@ struct TilePiece {
   int32_t pos, run;
 };
 
-// 8 keys or values widened to fp32 (a quantized cache's codes; fp32 as is).
-template <class E>
-FOLIO_ALWAYS_INLINE V8 LoadKv8(const E* p) {
-  if constexpr (std::is_same_v<E, float>) {
-    return LoadV8(p);
-  } else {
-    float t[8];
-    for (int i = 0; i < 8; ++i) t[i] = DecodeKv(p[i]);
-    return LoadV8(t);
-  }
-}
-
 // st[(pos - t0) * mp + r] = K_pos . Q^T[:, r] for every key of the pieces.
-template <class E>
-FOLIO_SIMD_CLONES void ScoresTileT(const float* qt, int32_t mp, const E* k,
+FOLIO_SIMD_CLONES void ScoresTileT(const float* qt, int32_t mp, const float* k,
                                    const TilePiece* pieces, int32_t np, int32_t t0, int32_t hd,
                                    float* st) {
   for (int32_t i = 0; i < np; ++i) {
     const TilePiece& pc = pieces[i];
-    const E* kp = k + pc.off;
+    const float* kp = k + pc.off;
     float* sp = st + int64_t{pc.pos - t0} * mp;
     int32_t j = 0;
     for (; j + 4 <= pc.run; j += 4) {
-      const E* k0 = kp + int64_t{j} * hd;
-      const E* k1 = k0 + hd;
-      const E* k2 = k1 + hd;
-      const E* k3 = k2 + hd;
+      const float* k0 = kp + int64_t{j} * hd;
+      const float* k1 = k0 + hd;
+      const float* k2 = k1 + hd;
+      const float* k3 = k2 + hd;
       for (int32_t r = 0; r < mp; r += 16) {
         V8 a00{}, a01{}, a10{}, a11{}, a20{}, a21{}, a30{}, a31{};
         const float* q = qt + r;
@@ -84,12 +61,10 @@ FOLIO_SIMD_CLONES void ScoresTileT(const float* qt, int32_t mp, const E* k,
           const V8 q0 = LoadV8(q), q1 = LoadV8(q + 8);
           // scalar * vector: a broadcast (a helper returning the splat
           // would be lowered for the baseline target before inlining).
-          const float x0 = DecodeKv(k0[d]), x1 = DecodeKv(k1[d]);
-          const float x2 = DecodeKv(k2[d]), x3 = DecodeKv(k3[d]);
-          a00 += x0 * q0, a01 += x0 * q1;
-          a10 += x1 * q0, a11 += x1 * q1;
-          a20 += x2 * q0, a21 += x2 * q1;
-          a30 += x3 * q0, a31 += x3 * q1;
+          a00 += k0[d] * q0, a01 += k0[d] * q1;
+          a10 += k1[d] * q0, a11 += k1[d] * q1;
+          a20 += k2[d] * q0, a21 += k2[d] * q1;
+          a30 += k3[d] * q0, a31 += k3[d] * q1;
         }
         float* o = sp + int64_t{j} * mp + r;
         StoreV8(o, a00), StoreV8(o + 8, a01);
@@ -99,13 +74,12 @@ FOLIO_SIMD_CLONES void ScoresTileT(const float* qt, int32_t mp, const E* k,
       }
     }
     for (; j < pc.run; ++j) {
-      const E* k0 = kp + int64_t{j} * hd;
+      const float* k0 = kp + int64_t{j} * hd;
       for (int32_t r = 0; r < mp; r += 16) {
         V8 a0{}, a1{};
         const float* q = qt + r;
         for (int32_t d = 0; d < hd; ++d, q += mp) {
-          const float x0 = DecodeKv(k0[d]);
-          a0 += x0 * LoadV8(q), a1 += x0 * LoadV8(q + 8);
+          a0 += k0[d] * LoadV8(q), a1 += k0[d] * LoadV8(q + 8);
         }
         StoreV8(sp + int64_t{j} * mp + r, a0), StoreV8(sp + int64_t{j} * mp + r + 8, a1);
       }
@@ -162,8 +136,7 @@ FOLIO_SIMD_CLONES void SoftmaxTileT(Scratch& sc, int32_t mp, int32_t t0, int32_t
 }
 
 // acc[r][:] += sum_j P^T[j][r] * V_j for every key of the pieces.
-template <class E>
-FOLIO_SIMD_CLONES void ValuesTileT(const float* pt, int32_t mp, const E* v,
+FOLIO_SIMD_CLONES void ValuesTileT(const float* pt, int32_t mp, const float* v,
                                    const TilePiece* pieces, int32_t np, int32_t t0, int32_t hd,
                                    float* acc) {
   for (int32_t r = 0; r < mp; r += 4) {
@@ -179,10 +152,10 @@ FOLIO_SIMD_CLONES void ValuesTileT(const float* pt, int32_t mp, const E* v,
       V8 a30 = LoadV8(c3 + d), a31 = LoadV8(c3 + d + 8);
       for (int32_t i = 0; i < np; ++i) {
         const TilePiece& pc = pieces[i];
-        const E* vr = v + pc.off + d;
+        const float* vr = v + pc.off + d;
         const float* p = pt + int64_t{pc.pos - t0} * mp + r;
         for (int32_t j = 0; j < pc.run; ++j, vr += hd, p += mp) {
-          const V8 v0 = LoadKv8(vr), v1 = LoadKv8(vr + 8);
+          const V8 v0 = LoadV8(vr), v1 = LoadV8(vr + 8);
           a00 += p[0] * v0, a01 += p[0] * v1;
           a10 += p[1] * v0, a11 += p[1] * v1;
           a20 += p[2] * v0, a21 += p[2] * v1;
@@ -198,11 +171,10 @@ FOLIO_SIMD_CLONES void ValuesTileT(const float* pt, int32_t mp, const E* v,
       float s0 = c0[d], s1 = c1[d], s2 = c2[d], s3 = c3[d];
       for (int32_t i = 0; i < np; ++i) {
         const TilePiece& pc = pieces[i];
-        const E* vr = v + pc.off + d;
+        const float* vr = v + pc.off + d;
         const float* p = pt + int64_t{pc.pos - t0} * mp + r;
         for (int32_t j = 0; j < pc.run; ++j, vr += hd, p += mp) {
-          const float x = DecodeKv(*vr);
-          s0 += p[0] * x, s1 += p[1] * x, s2 += p[2] * x, s3 += p[3] * x;
+          s0 += p[0] * *vr, s1 += p[1] * *vr, s2 += p[2] * *vr, s3 += p[3] * *vr;
         }
       }
       c0[d] = s0, c1[d] = s1, c2[d] = s2, c3[d] = s3;
@@ -226,21 +198,26 @@ void AttendRangeTiled(const Src& src, Scratch& sc, int32_t mp, int32_t begin, in
       pieces[np] = {off, p, run};
       p += run;
     }
-    ScoresTileT(sc.q, mp, src.k, pieces, np, t0, hd, sc.s);
-    if constexpr (Src::kQuantized) {  // scores and probabilities: [position][row]
-      for (int32_t i = 0; i < np; ++i) {
-        ScaleColumns(sc.s + int64_t{pieces[i].pos - t0} * mp, pieces[i].run, mp, 0, mp,
-                     src.KScales(pieces[i].pos)[0]);
-      }
-    }
-    SoftmaxTileT(sc, mp, t0, stop - t0, hd);
     if constexpr (Src::kQuantized) {
+      // The tile's keys, then its values, widened into sc.kv ([position][hd]).
+      TilePiece widened[kTileTokens];
       for (int32_t i = 0; i < np; ++i) {
-        ScaleColumns(sc.s + int64_t{pieces[i].pos - t0} * mp, pieces[i].run, mp, 0, mp,
-                     src.VScales(pieces[i].pos)[0]);
+        widened[i] = {int64_t{pieces[i].pos - t0} * hd, pieces[i].pos, pieces[i].run};
+        PieceKv(src, true, pieces[i].off, pieces[i].pos, pieces[i].run, 0,
+                sc.kv.data() + widened[i].off);
       }
+      ScoresTileT(sc.q, mp, sc.kv.data(), widened, np, t0, hd, sc.s);
+      SoftmaxTileT(sc, mp, t0, stop - t0, hd);
+      for (int32_t i = 0; i < np; ++i) {
+        PieceKv(src, false, pieces[i].off, pieces[i].pos, pieces[i].run, 0,
+                sc.kv.data() + widened[i].off);
+      }
+      ValuesTileT(sc.s, mp, sc.kv.data(), widened, np, t0, hd, sc.acc);
+    } else {
+      ScoresTileT(sc.q, mp, src.k, pieces, np, t0, hd, sc.s);
+      SoftmaxTileT(sc, mp, t0, stop - t0, hd);
+      ValuesTileT(sc.s, mp, src.v, pieces, np, t0, hd, sc.acc);
     }
-    ValuesTileT(sc.s, mp, src.v, pieces, np, t0, hd, sc.acc);
   }
 }
 #endif  // __GNUC__

@@ -20,16 +20,22 @@ struct Fp8E4m3 {
   uint8_t bits;
 };
 
-// Code -> value. The e4m3 bits shifted into an fp32's exponent and mantissa
-// read as 2^-120 times the value (subnormals included: they land on fp32
-// subnormals), so one multiply by 2^120 rescales. 0x7f (NaN) is never
-// written; it would read as 480.
+// Code -> value. fp8: the e4m3 exponent and mantissa bits moved into an
+// fp32's and its exponent rebiased (+120) give every normal code; a code
+// with a zero exponent field (subnormal, or zero) is its mantissa times
+// 2^-9. Both computed and one picked with a bit mask: no branch and no fp32
+// subnormal (which would make the multiplies slow), so GCC vectorizes it.
+// 0x7f (NaN) is never written; it would read as 480.
 inline __attribute__((always_inline)) float DecodeKv(float v) { return v; }
 inline __attribute__((always_inline)) float DecodeKv(int8_t c) { return static_cast<float>(c); }
 inline __attribute__((always_inline)) float DecodeKv(Fp8E4m3 c) {
-  const uint32_t b = c.bits;
-  const uint32_t bits = ((b & 0x7fu) << 20) | ((b & 0x80u) << 24);
-  return std::bit_cast<float>(bits) * 0x1p120f;
+  const uint32_t magnitude = c.bits & 0x7fu;
+  const uint32_t normal = (magnitude << 20) + (120u << 23);
+  const uint32_t subnormal =
+      std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-9f);
+  const uint32_t is_subnormal = 0u - static_cast<uint32_t>(magnitude < 8);
+  const uint32_t bits = (subnormal & is_subnormal) | (normal & ~is_subnormal);
+  return std::bit_cast<float>(bits | ((c.bits & 0x80u) << 24));
 }
 
 // Value (already divided by the scale) -> nearest code, ties to even,
