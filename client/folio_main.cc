@@ -18,6 +18,7 @@
 #include "common/generation_defaults.h"
 #include "common/incremental_detokenizer.h"
 #include "common/openmp_env.h"
+#include "worker/kv_cache_dtype.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {
@@ -57,8 +58,11 @@ Engine:
                       come back by swap (default: on when there are host blocks)
   --threads N         compute threads (0 = all cores; kernels and GEMMs share them)
   --dtype auto|float32|bfloat16  how weights are stored (auto: the checkpoint's;
-                      compute and KV cache are float32 either way)
+                      compute is float32 either way, the KV cache too by default)
   --quantization int8 weight-only int8, per output channel, computed at load
+  --kv-cache-dtype auto|int8|fp8  what the KV cache stores: auto = float32; int8 and
+                      fp8 (fp8_e4m3) keep one-byte codes with a float32 scale per
+                      block and KV head: about 4x the tokens in the same --kv-cache-mb
   --max-model-len N   prompt + output tokens (default: the model's, capped at the
                       KV cache's token slots; larger than those is an error)
 Output:
@@ -197,6 +201,10 @@ Flags Parse(int argc, char** argv) {
     } else if (flag == "--quantization") {
       e.quantization = value();
       if (absl::Status s = CheckCpuQuantization(e.quantization); !s.ok()) Fail(std::string(s.message()));
+    } else if (flag == "--kv-cache-dtype") {
+      absl::StatusOr<kernels::CacheDtype> d = ParseCpuKvCacheDtype(value());
+      if (!d.ok()) Fail(std::string(d.status().message()));
+      e.kv_cache_dtype = *d;
     }
     else if (flag == "--preemption-mode") {
       absl::StatusOr<PreemptionMode> m = ParsePreemptionMode(value());

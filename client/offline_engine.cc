@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<OfflineEngine>> OfflineEngine::Create(const Optio
   wo.num_threads = options.num_threads;
   wo.dtype = options.dtype;
   wo.quantization = options.quantization;
+  wo.kv_cache_dtype = options.kv_cache_dtype;
   absl::StatusOr<std::unique_ptr<CpuWorker>> worker = CpuWorker::Create(wo);
   if (!worker.ok()) return worker.status();
 

@@ -38,6 +38,8 @@ class OfflineEngine {
     int32_t num_threads = 0;  // compute threads (CpuWorker::Options); 0 = all cores
     std::optional<DType> dtype;  // stored weight type (CpuWorker::Options); nullopt = auto
     std::string quantization;    // "" or "int8" (CpuWorker::Options)
+    // What the KV cache stores (CpuWorker::Options, ParseCpuKvCacheDtype).
+    kernels::CacheDtype kv_cache_dtype = kernels::CacheDtype::kFloat32;
     bool check_invariants = false;
   };
 

@@ -68,7 +68,8 @@ CpuWorker::CpuWorker(const Options& options, std::unique_ptr<ModelWeights> weigh
 
 int64_t CpuWorker::block_bytes() const {
   return CacheEngine::BytesPerBlock(config().num_layers, weights_->shape.num_kv_heads,
-                                    config().head_dim, options_.block_size);
+                                    config().head_dim, options_.block_size,
+                                    options_.kv_cache_dtype);
 }
 
 int32_t CpuWorker::DeviceBlocksThatFit() const {
@@ -98,6 +99,7 @@ absl::Status CpuWorker::AllocateCache(int32_t num_device_blocks, int32_t num_hos
   co.block_size = options_.block_size;
   co.num_device_blocks = num_device_blocks;
   co.num_host_blocks = num_host_blocks;
+  co.dtype = options_.kv_cache_dtype;
   absl::StatusOr<std::unique_ptr<CacheEngine>> cache = CacheEngine::Create(co);
   if (!cache.ok()) return cache.status();
   cache_ = std::move(*cache);

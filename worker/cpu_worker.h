@@ -52,9 +52,13 @@ class CpuWorker final : public ModelWorker {
     // CpuWeightType): dtype nullopt = "auto", the checkpoint's torch_dtype
     // (bf16 stays bf16; fp16 and fp32 compute from fp32); quantization ""
     // (none) or "int8" (weight-only, symmetric, per output channel, computed
-    // at load). Activations and the KV cache are fp32 either way.
+    // at load). Activations are fp32 either way.
     std::optional<DType> dtype;
     std::string quantization;
+    // What the KV cache stores (--kv-cache-dtype, worker/kv_cache_dtype.h):
+    // fp32, or one-byte int8 / fp8 e4m3 codes with per-block, per-KV-head
+    // scales, so the same kv_cache_bytes holds about 4x the tokens.
+    kernels::CacheDtype kv_cache_dtype = kernels::CacheDtype::kFloat32;
     // Tensor parallelism (world_size == shard.world_size, rank ==
     // shard.rank); null for one rank. Must outlive the worker.
     Communicator* communicator = nullptr;
@@ -75,7 +79,8 @@ class CpuWorker final : public ModelWorker {
 
   const ModelConfig& config() const override { return weights_->config; }
   const ShardShape& shard_shape() const override { return weights_->shape; }
-  // Bytes of one KV block on this rank (all layers, K and V; fp32).
+  // Bytes of one KV block on this rank (all layers, K and V) in
+  // options.kv_cache_dtype, scales included.
   int64_t block_bytes() const override;
   // From options: num_device_blocks, or kv_cache_bytes / block_bytes().
   int32_t DeviceBlocksThatFit() const override;
@@ -90,6 +95,7 @@ class CpuWorker final : public ModelWorker {
     return cache_ ? cache_->options().num_host_blocks : 0;
   }
   std::string device_name() const override { return "cpu"; }
+  kernels::CacheDtype kv_cache_dtype() const override { return options_.kv_cache_dtype; }
 
   // Cache ops, then the forward pass of every scheduled token, then samples
   // for the sequences the plan asks to sample (rank 0 only).

@@ -114,6 +114,7 @@ class CudaWorker final : public ModelWorker {
   int32_t num_host_blocks() const override { return cache_ ? cache_->num_host_blocks() : 0; }
   absl::StatusOr<StepResult> Execute(const StepPlan& plan) override;
   std::string device_name() const override { return device_name_; }
+  kernels::CacheDtype kv_cache_dtype() const override { return cache_dtype_; }
 
   // The memory profile of Load (all zero when the options gave the size).
   const gpu::KvProfile& kv_profile() const { return profile_; }

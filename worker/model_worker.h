@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "common/model_config.h"
 #include "common/step_plan.h"
+#include "kernels/cache_layout.h"
 #include "worker/model_weights.h"
 
 namespace folio {
@@ -52,6 +53,9 @@ class ModelWorker {
   // What InitializeResponse.device_name reports: "cpu", or the CUDA
   // device's name (e.g. "NVIDIA H200").
   virtual std::string device_name() const = 0;
+  // What the KV cache stores (InitializeResponse.kv_cache_dtype): "auto"
+  // resolved, e.g. float32 on the CPU, bfloat16 or float32 on CUDA.
+  virtual kernels::CacheDtype kv_cache_dtype() const = 0;
 };
 
 }  // namespace folio

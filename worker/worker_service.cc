@@ -13,6 +13,7 @@
 #include "worker/cpu_worker.h"
 #include "worker/device_spec.h"
 #include "worker/gloo_communicator.h"
+#include "worker/kv_cache_dtype.h"
 #include "worker/rendezvous_store.h"
 #include "worker/shm_communicator.h"
 
@@ -113,6 +114,18 @@ grpc::Status WorkerService::Load(const v1::InitializeRequest& request,
             absl::StrCat("InitializeRequest.quantization \"", request.quantization(),
                          "\": weight-only quantization runs on the CPU worker only")};
   }
+  // Checked for every device, so a typo is named as one; a quantized cache
+  // needs the CPU worker's kernels.
+  const std::string& kv_dtype = request.kv_cache_dtype();
+  if (absl::StatusOr<kernels::CacheDtype> d = ParseCpuKvCacheDtype(kv_dtype); !d.ok()) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat("InitializeRequest.kv_cache_dtype: ", d.status().message())};
+  }
+  if (device->is_cuda() && !kv_dtype.empty() && kv_dtype != "auto") {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat("InitializeRequest.kv_cache_dtype \"", kv_dtype,
+                         "\": a quantized KV cache runs on the CPU worker only for now")};
+  }
   if (device->is_cuda() && !options_.cuda_loader) {
     return {grpc::StatusCode::FAILED_PRECONDITION,
             absl::StrCat("InitializeRequest.device \"", request.device(),
@@ -142,6 +155,7 @@ grpc::Status WorkerService::Load(const v1::InitializeRequest& request,
   response->set_block_bytes(static_cast<uint64_t>(worker->block_bytes()));
   response->set_vocab_size(static_cast<uint32_t>(worker->config().vocab_size));
   response->set_device_name(worker->device_name());
+  response->set_kv_cache_dtype(std::string(KvCacheDtypeName(worker->kv_cache_dtype())));
   absl::MutexLock lock(&mu_);
   if (state_ == State::kClosed) {
     return {grpc::StatusCode::UNAVAILABLE, "the worker is shutting down"};
@@ -179,6 +193,9 @@ absl::StatusOr<std::unique_ptr<CpuWorker>> WorkerService::LoadCpuWorker(
   if (absl::Status s = CheckCpuQuantization(wo.quantization); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("InitializeRequest.quantization: ", s.message()));
   }
+  // Load checked the name already.
+  wo.kv_cache_dtype =
+      ParseCpuKvCacheDtype(request.kv_cache_dtype()).value_or(kernels::CacheDtype::kFloat32);
 
   // Join the group first (all ranks wait for each other here), then load.
   if (world > 1) {

@@ -137,6 +137,7 @@ cudaError_t DispatchCacheShape(CacheDtype dtype, int32_t head_dim, Launch&& laun
       }
     case CacheDtype::kFloat16: return with_type(std::type_identity<__half>{});
     case CacheDtype::kBFloat16: return with_type(std::type_identity<__nv_bfloat16>{});
+    default: break;  // int8 / fp8 caches: CPU kernels only so far
   }
   return cudaErrorInvalidValue;
 }

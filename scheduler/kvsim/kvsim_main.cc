@@ -13,7 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "kernels/cache_layout.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/kvsim/memory_accounting.h"
 #include "scheduler/kvsim/multiturn.h"
 #include "scheduler/kvsim/simulation.h"
 
@@ -29,8 +31,18 @@ constexpr char kUsage[] = R"(usage: folio-kvsim [options]
                                        host tier (docs/kvsim.md)
   --num-requests N                     synthetic trace size (default 1000)
   --seed S                             trace and token seed (default 0)
-  --token-slots N[,N...]               KV pool in token slots (default 15700); several
-                                       only with multiturn, each one simulated
+  --token-slots N[,N...]               KV pool in token slots (default 15700, in
+                                       float16); several only with multiturn, each one
+                                       simulated
+  --kv-cache-mb N[,N...]               KV pool in MiB instead, sized for the model
+                                       below and --kv-cache-dtype
+  --kv-cache-dtype auto|float32|float16|bfloat16|int8|fp8
+                                       what the cache stores (default auto = float16);
+                                       int8 and fp8 keep one-byte codes plus a float32
+                                       scale per block and KV head. With --token-slots,
+                                       the memory those float16 slots take
+  --num-layers N (40)  --num-kv-heads N (40)  --head-dim N (128)
+                                       the model whose KV the bytes hold (OPT-13B)
   --block-size N                       8, 16 or 32 (default 16)
   --max-model-len N                    default 2048
   --max-num-seqs N                     default 256
@@ -58,6 +70,10 @@ struct Flags {
   int32_t num_requests = 1000;
   SimulationOptions sim;
   std::vector<int64_t> token_slots = {15700};
+  bool token_slots_given = false;
+  std::vector<int64_t> kv_cache_mb;  // replaces token_slots when given
+  KvModelShape kv_shape;
+  kernels::CacheDtype kv_cache_dtype = kernels::CacheDtype::kFloat16;
   MultiTurnWorkload multiturn;
   int64_t host_token_slots = 0;  // 0: 4x the largest device pool
   int32_t host_tier_blocks_per_step = -1;
@@ -110,10 +126,27 @@ Flags ParseFlags(int argc, char** argv) {
       f.sim.seed = ParseNumber<uint64_t>(flag, value, /*min=*/0), ++i;
     } else if (flag == "--token-slots") {
       f.token_slots.clear();
+      f.token_slots_given = true;
       for (const auto& part : absl::StrSplit(take(), ',')) {
         const std::string n(part);
         f.token_slots.push_back(ParseNumber<int64_t>(flag, n.c_str()));
       }
+    } else if (flag == "--kv-cache-mb") {
+      f.kv_cache_mb.clear();
+      for (const auto& part : absl::StrSplit(take(), ',')) {
+        const std::string n(part);
+        f.kv_cache_mb.push_back(ParseNumber<int64_t>(flag, n.c_str()));
+      }
+    } else if (flag == "--kv-cache-dtype") {
+      absl::StatusOr<kernels::CacheDtype> d = ParseKvsimCacheDtype(take());
+      if (!d.ok()) Fail(std::string(d.status().message()));
+      f.kv_cache_dtype = *d;
+    } else if (flag == "--num-layers") {
+      f.kv_shape.num_layers = ParseNumber<int32_t>(flag, value), ++i;
+    } else if (flag == "--num-kv-heads") {
+      f.kv_shape.num_kv_heads = ParseNumber<int32_t>(flag, value), ++i;
+    } else if (flag == "--head-dim") {
+      f.kv_shape.head_dim = ParseNumber<int32_t>(flag, value), ++i;
     } else if (flag == "--conversations") {
       f.multiturn.conversations = ParseNumber<int32_t>(flag, value), ++i;
     } else if (flag == "--concurrency") {
@@ -159,12 +192,41 @@ Flags ParseFlags(int argc, char** argv) {
       Fail("unknown flag " + flag + "\n" + kUsage);
     }
   }
+  if (f.token_slots_given && !f.kv_cache_mb.empty()) {
+    Fail("give the pool as --token-slots or as --kv-cache-mb, not both");
+  }
+  // The pool in bytes: --kv-cache-mb, or what the --token-slots take in
+  // float16; then the whole blocks of --kv-cache-dtype those bytes hold.
+  const int64_t fp16_block_bytes =
+      KvBlockBytes(f.kv_shape, f.sim.block_size, kernels::CacheDtype::kFloat16);
+  const int64_t block_bytes = KvBlockBytes(f.kv_shape, f.sim.block_size, f.kv_cache_dtype);
+  if (!f.kv_cache_mb.empty()) {
+    f.token_slots.clear();
+    for (int64_t mb : f.kv_cache_mb) {
+      const int64_t slots = TokenSlotsInBytes(mb << 20, f.kv_shape, f.sim.block_size,
+                                              f.kv_cache_dtype);
+      if (slots == 0) {
+        Fail(absl::StrCat("--kv-cache-mb ", mb, " holds no KV block of ", block_bytes,
+                          " bytes (", CacheDtypeName(f.kv_cache_dtype), ")"));
+      }
+      f.token_slots.push_back(slots);
+    }
+  } else if (block_bytes != fp16_block_bytes) {
+    for (int64_t& slots : f.token_slots) {
+      slots = TokenSlotsInBytes(slots * (fp16_block_bytes / f.sim.block_size), f.kv_shape,
+                                f.sim.block_size, f.kv_cache_dtype);
+    }
+  }
   if (f.token_slots.size() > 1 && f.trace != "multiturn") {
-    Fail("several --token-slots need --trace multiturn");
+    Fail(f.kv_cache_mb.empty() ? "several --token-slots need --trace multiturn"
+                               : "several --kv-cache-mb need --trace multiturn");
   }
   for (int64_t slots : f.token_slots) {
     if (f.sim.max_model_len > slots) {
-      Fail(absl::StrCat("--max-model-len ", f.sim.max_model_len, " exceeds --token-slots ",
+      Fail(absl::StrCat("--max-model-len ", f.sim.max_model_len, " exceeds ",
+                        f.kv_cache_mb.empty() && block_bytes == fp16_block_bytes
+                            ? "--token-slots "
+                            : "the pool's token slots, ",
                         slots, ": a request that long could never be admitted"));
     }
   }
@@ -180,6 +242,26 @@ nlohmann::json ShareOrNull(const MemoryBreakdown& m, double part) {
 
 std::string Percent(const nlohmann::json& share) {
   return share.is_null() ? "n/a" : absl::StrFormat("%.1f%%", 100 * share.get<double>());
+}
+
+// What the pool's memory is: the cache's element type and the bytes it
+// takes per block and per token (kvsim counts slots; this turns them into
+// memory for the model shape given).
+nlohmann::json KvJson(const Flags& f) {
+  const int64_t block_bytes = KvBlockBytes(f.kv_shape, f.sim.block_size, f.kv_cache_dtype);
+  return {{"kv_cache_dtype", CacheDtypeName(f.kv_cache_dtype)},
+          {"kv_block_bytes", block_bytes},
+          {"kv_bytes_per_token", static_cast<double>(block_bytes) / f.sim.block_size},
+          {"num_layers", f.kv_shape.num_layers},
+          {"num_kv_heads", f.kv_shape.num_kv_heads},
+          {"head_dim", f.kv_shape.head_dim}};
+}
+
+// MiB of KV memory `slots` token slots take.
+double KvCacheMb(const Flags& f, int64_t slots) {
+  const int64_t block_bytes = KvBlockBytes(f.kv_shape, f.sim.block_size, f.kv_cache_dtype);
+  return static_cast<double>(slots) / f.sim.block_size * static_cast<double>(block_bytes) /
+         (1 << 20);
 }
 
 nlohmann::json PolicyJson(const SimulationResult& r) {
@@ -234,6 +316,7 @@ int MainMultiTurn(const Flags& flags) {
                  {"max_num_seqs", flags.sim.max_num_seqs},
                  {"max_num_batched_tokens", flags.sim.max_num_batched_tokens},
                  {"host_tier_blocks_per_step", flags.host_tier_blocks_per_step}};
+  out["pool"].update(KvJson(flags));
   out["runs"] = nlohmann::json::array();
   int64_t failed = 0;
   for (int64_t slots : flags.token_slots) {
@@ -245,6 +328,7 @@ int MainMultiTurn(const Flags& flags) {
       if (!r.ok()) Fail(std::string(r.status().message()));
       failed += r->failed_requests;
       out["runs"].push_back({{"token_slots", slots},
+                             {"kv_cache_mb", KvCacheMb(flags, slots)},
                              {"host_tier", tier},
                              {"requests", r->requests},
                              {"prompt_tokens", r->prompt_tokens},
@@ -273,8 +357,10 @@ int MainMultiTurn(const Flags& flags) {
               w.conversations, w.concurrency, first["requests"].get<long long>(),
               first["prompt_tokens"].get<double>() / first["requests"].get<double>(),
               w.system_prompt_len, w.mean_user_len, w.mean_reply_len);
-  std::printf("host pool: %lld token slots, block size %d\n\n", static_cast<long long>(host_slots),
-              flags.sim.block_size);
+  std::printf("host pool: %lld token slots, block size %d; KV in %s, %.0f bytes per token\n\n",
+              static_cast<long long>(host_slots), flags.sim.block_size,
+              out["pool"]["kv_cache_dtype"].get<std::string>().c_str(),
+              out["pool"]["kv_bytes_per_token"].get<double>());
   std::printf("%12s %9s %9s %11s %17s %11s %8s\n", "device slots", "host tier", "hit rate",
               "host hits", "computed prompt", "preempted", "steps");
   for (const nlohmann::json& r : out["runs"]) {
@@ -306,7 +392,9 @@ int Main(int argc, char** argv) {
                  {"block_size", flags.sim.block_size},
                  {"max_model_len", flags.sim.max_model_len},
                  {"max_num_seqs", flags.sim.max_num_seqs},
-                 {"max_num_batched_tokens", flags.sim.max_num_batched_tokens}};
+                 {"max_num_batched_tokens", flags.sim.max_num_batched_tokens},
+                 {"kv_cache_mb", KvCacheMb(flags, flags.sim.token_slots)}};
+  out["pool"].update(KvJson(flags));
   out["policies"] = nlohmann::json::object();
   std::map<ReservationPolicy, std::string> failures;  // first error per policy
   for (ReservationPolicy policy : flags.policies) {
@@ -361,8 +449,11 @@ int Main(int argc, char** argv) {
   std::printf("trace %s: %zu requests, mean prompt %.1f, mean output %.1f tokens\n",
               trace->name.c_str(), trace->requests.size(), trace->MeanPromptLen(),
               trace->MeanOutputLen());
-  std::printf("pool: %lld token slots, block size %d, max_model_len %d\n\n",
-              static_cast<long long>(flags.sim.token_slots), flags.sim.block_size,
+  std::printf("pool: %lld token slots (%.1f MiB of %s KV, %.0f bytes per token), block size "
+              "%d, max_model_len %d\n\n",
+              static_cast<long long>(flags.sim.token_slots), out["pool"]["kv_cache_mb"].get<double>(),
+              out["pool"]["kv_cache_dtype"].get<std::string>().c_str(),
+              out["pool"]["kv_bytes_per_token"].get<double>(), flags.sim.block_size,
               flags.sim.max_model_len);
   std::printf("%-8s %8s %9s %9s %9s %11s %11s %8s\n", "policy", "tokens", "reserved", "internal",
               "external", "batch(req)", "preempted", "steps");

@@ -1,8 +1,51 @@
 #include "scheduler/kvsim/memory_accounting.h"
 
 #include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 namespace folio::kvsim {
+
+absl::StatusOr<kernels::CacheDtype> ParseKvsimCacheDtype(std::string_view name) {
+  using kernels::CacheDtype;
+  if (name.empty() || name == "auto" || name == "float16" || name == "fp16") {
+    return CacheDtype::kFloat16;
+  }
+  if (name == "float32" || name == "fp32") return CacheDtype::kFloat32;
+  if (name == "bfloat16" || name == "bf16") return CacheDtype::kBFloat16;
+  if (name == "int8") return CacheDtype::kInt8;
+  if (name == "fp8" || name == "fp8_e4m3") return CacheDtype::kFp8E4m3;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--kv-cache-dtype '", std::string(name),
+      "': expected auto (float16), float32, float16, bfloat16, int8 or fp8 (fp8_e4m3)"));
+}
+
+const char* CacheDtypeName(kernels::CacheDtype dtype) {
+  switch (dtype) {
+    case kernels::CacheDtype::kFloat32:
+      return "float32";
+    case kernels::CacheDtype::kFloat16:
+      return "float16";
+    case kernels::CacheDtype::kBFloat16:
+      return "bfloat16";
+    case kernels::CacheDtype::kInt8:
+      return "int8";
+    case kernels::CacheDtype::kFp8E4m3:
+      return "fp8_e4m3";
+  }
+  return "unknown";
+}
+
+int64_t KvBlockBytes(const KvModelShape& shape, int32_t block_size, kernels::CacheDtype dtype) {
+  const kernels::CacheShape block{shape.num_kv_heads, block_size, shape.head_dim};
+  return int64_t{2} * shape.num_layers * kernels::BlockBytes(block, dtype);
+}
+
+int64_t TokenSlotsInBytes(int64_t bytes, const KvModelShape& shape, int32_t block_size,
+                          kernels::CacheDtype dtype) {
+  return bytes / std::max<int64_t>(KvBlockBytes(shape, block_size, dtype), 1) * block_size;
+}
 
 void AccountStep(const Scheduler& scheduler, const ContiguousSlotSpace* space,
                  int64_t head_claim, MemoryBreakdown& out) {

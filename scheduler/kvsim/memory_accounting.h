@@ -2,11 +2,39 @@
 #define FOLIO_SCHEDULER_KVSIM_MEMORY_ACCOUNTING_H_
 
 #include <cstdint>
+#include <string_view>
 
+#include "absl/status/statusor.h"
+#include "kernels/cache_layout.h"
 #include "scheduler/reservation_space.h"
 #include "scheduler/scheduler.h"
 
 namespace folio::kvsim {
+
+// The model whose KV the pool holds, for turning bytes into token slots:
+// by default the paper's OPT-13B (40 layers, 40 heads of 128).
+struct KvModelShape {
+  int32_t num_layers = 40;
+  int32_t num_kv_heads = 40;
+  int32_t head_dim = 128;
+};
+
+// --kv-cache-dtype of folio-kvsim: "auto" (or empty) = float16, the paper's
+// cache; "float32", "float16", "bfloat16"; "int8" or "fp8" / "fp8_e4m3"
+// (one-byte codes with per-block, per-KV-head fp32 scales, as the CPU
+// worker stores them). Anything else is INVALID_ARGUMENT naming the flag.
+absl::StatusOr<kernels::CacheDtype> ParseKvsimCacheDtype(std::string_view name);
+// "float32", "float16", "bfloat16", "int8" or "fp8_e4m3".
+const char* CacheDtypeName(kernels::CacheDtype dtype);
+
+// Bytes of one KV block of `block_size` tokens, all layers, K and V, as
+// the cache engines size it (kernels::BlockBytes: a quantized block's codes
+// and scales, padded to 64 bytes per layer and K/V).
+int64_t KvBlockBytes(const KvModelShape& shape, int32_t block_size, kernels::CacheDtype dtype);
+
+// Token slots (whole blocks) that `bytes` of KV memory holds.
+int64_t TokenSlotsInBytes(int64_t bytes, const KvModelShape& shape, int32_t block_size,
+                          kernels::CacheDtype dtype);
 
 // Where the KV memory claimed by running requests goes, in token slots,
 // summed over steps (the paper's Figure 2 categories):

@@ -480,6 +480,7 @@ v1::ModelInfo Engine::ModelInfo() const {
   info.set_vocab_size(static_cast<uint32_t>(limits_.vocab_size));
   info.set_prefix_caching(c.enable_prefix_caching);
   info.set_host_prefix_cache(Scheduler::KvCacheOptions(c).host_tier_enabled());
+  info.set_kv_cache_dtype(options_.kv_cache_dtype);
   return info;
 }
 

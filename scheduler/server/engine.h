@@ -69,6 +69,9 @@ class Engine {
     SchedulerConfig scheduler;  // block counts from the worker group
     std::string model_name;
     int32_t tensor_parallel_size = 1;
+    // What the workers' KV cache stores (ModelInfo.kv_cache_dtype), e.g.
+    // "float32" or "int8"; empty = not reported.
+    std::string kv_cache_dtype;
     // Updated by the engine thread every step; not owned, must outlive the
     // engine. Null: no metrics.
     SchedulerMetrics* metrics = nullptr;

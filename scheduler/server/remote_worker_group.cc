@@ -83,6 +83,7 @@ absl::Status RemoteWorkerGroup::Start() {
   vocab_size_ = static_cast<int32_t>((*init)[0].vocab_size());
   block_bytes_ = (*init)[0].block_bytes();
   device_name_ = (*init)[0].device_name();
+  kv_cache_dtype_ = (*init)[0].kv_cache_dtype();
   if (num_device_blocks_ <= 0) {
     return absl::ResourceExhaustedError(
         "the KV cache budget holds no block on some worker rank: raise the KV cache memory");

@@ -95,6 +95,8 @@ class RemoteWorkerGroup final : public WorkerGroup {
   int32_t vocab_size() const { return vocab_size_; }
   int32_t world_size() const { return static_cast<int32_t>(ranks_.size()); }
   const std::string& device_name() const { return device_name_; }
+  // What the KV cache stores, as rank 0 reports it ("float32", "int8", ...).
+  const std::string& kv_cache_dtype() const { return kv_cache_dtype_; }
   // Bytes of one KV block on one rank (all layers, K and V).
   uint64_t block_bytes() const { return block_bytes_; }
   // Per-rank timings of the last step (forward incl. all-reduce, all-reduce).
@@ -156,6 +158,7 @@ class RemoteWorkerGroup final : public WorkerGroup {
   int32_t vocab_size_ = 0;
   uint64_t block_bytes_ = 0;  // rank 0's, at Connect: a rebuilt rank must match
   std::string device_name_;
+  std::string kv_cache_dtype_;
   int32_t generation_ = 0;  // rebuilds so far
   static constexpr int kStepHistory = 64;
   std::vector<double> recent_step_seconds_, recent_seconds_per_token_;  // rings

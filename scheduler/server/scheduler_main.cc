@@ -417,6 +417,7 @@ int Run(int argc, char** argv) {
   init.set_model_name(s.model_name);  // empty: the workers use the directory's name too
   init.set_dtype(*dtype);
   init.set_quantization(s.quantization);
+  init.set_kv_cache_dtype(s.kv_cache_dtype);
   init.set_device(s.device);
   init.set_block_size(static_cast<uint32_t>(s.block_size));
   const int64_t kv_cache_mb = s.kv_cache_mb >= 0 ? s.kv_cache_mb : on_cuda ? 0 : 256;
@@ -491,6 +492,7 @@ int Run(int argc, char** argv) {
   eo.scheduler.sliding_window = model->CacheWindow();
   eo.model_name = served_name;
   eo.tensor_parallel_size = group->world_size();
+  eo.kv_cache_dtype = group->kv_cache_dtype();
   if (metrics_server != nullptr || http_server != nullptr) {  // both serve /metrics
     SchedulerMetrics::Options mo;
     mo.model_name = eo.model_name;
@@ -498,6 +500,7 @@ int Run(int argc, char** argv) {
     mo.num_device_blocks = eo.scheduler.num_device_blocks;
     mo.num_host_blocks = eo.scheduler.num_host_blocks;
     mo.tensor_parallel_size = eo.tensor_parallel_size;
+    mo.kv_cache_dtype = eo.kv_cache_dtype;
     mo.block_bytes = group->block_bytes() * static_cast<uint64_t>(group->world_size());
     metrics = std::make_unique<SchedulerMetrics>(*registry, mo);
     eo.metrics = metrics.get();
@@ -534,11 +537,12 @@ int Run(int argc, char** argv) {
                              : absl::StrCat(", OpenAI API on ", http_server->tls() ? "https" : "http",
                                             "://", s.host, ":", http_server->port(), "/v1");
   std::fprintf(stderr,
-               "folio-scheduler: serving %s on %s:%d%s (tp=%d, %d KV blocks of %lld tokens, "
-               "device %s)\n",
+               "folio-scheduler: serving %s on %s:%d%s (tp=%d, %d KV blocks of %lld tokens in "
+               "%s, device %s)\n",
                eo.model_name.c_str(), s.host.c_str(), bound_port, http_address.c_str(),
                group->world_size(), group->num_device_blocks(),
-               static_cast<long long>(s.block_size), group->device_name().c_str());
+               static_cast<long long>(s.block_size), group->kv_cache_dtype().c_str(),
+               group->device_name().c_str());
   if (const KvCacheManager::Options kv = Scheduler::KvCacheOptions(eo.scheduler);
       kv.host_tier_enabled()) {
     const std::string budget =

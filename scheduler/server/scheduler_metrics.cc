@@ -184,7 +184,8 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry, const Options
             {"block_size", std::to_string(options.block_size)},
             {"num_device_blocks", std::to_string(options.num_device_blocks)},
             {"num_host_blocks", std::to_string(options.num_host_blocks)},
-            {"tensor_parallel_size", std::to_string(options.tensor_parallel_size)}})
+            {"tensor_parallel_size", std::to_string(options.tensor_parallel_size)},
+            {"kv_cache_dtype", options.kv_cache_dtype}})
       .Set(1);
 }
 

@@ -23,7 +23,7 @@
 //   folio_e2e_request_latency_seconds, folio_request_queue_time_seconds,
 //   folio_step_duration_seconds, folio_step_tokens        histograms
 //   folio_build_info{version,block_size,num_device_blocks,num_host_blocks,
-//                    tensor_parallel_size}                gauge, always 1
+//                    tensor_parallel_size,kv_cache_dtype} gauge, always 1
 //
 // Token usage and fragmentation look at the device blocks in use: their
 // token slots (used blocks x block_size) either hold a token's KV or are
@@ -68,6 +68,8 @@ class SchedulerMetrics {
     int32_t num_device_blocks = 0;
     int32_t num_host_blocks = 0;
     int32_t tensor_parallel_size = 1;
+    // What the KV cache stores ("float32", "int8", ...); empty = not reported.
+    std::string kv_cache_dtype;
     // Bytes of one KV block over all ranks (the host tier's byte counters); 0 = unknown.
     uint64_t block_bytes = 0;
     // Token usage and fragmentation (a walk over the running sequences) and

@@ -23,10 +23,16 @@ void DefineSchedulerFlags(FlagSet& flags, SchedulerSettings& s) {
                "worker device: cpu, cuda (rank r on local device r % devices) or cuda:N");
   flags.String("dtype", &s.dtype,
                "auto|float32|bfloat16: how the weights are stored; auto (or empty) = the "
-               "checkpoint's torch_dtype on the cpu (fp16 computes in float32; activations and "
-               "KV cache are float32), bfloat16 on cuda");
+               "checkpoint's torch_dtype on the cpu (fp16 computes in float32; activations are "
+               "float32, the KV cache too unless --kv-cache-dtype says otherwise), bfloat16 on "
+               "cuda");
   flags.String("quantization", &s.quantization,
                "int8: weight-only int8 computed at load (symmetric, per output channel; cpu)");
+  flags.String("kv-cache-dtype", &s.kv_cache_dtype,
+               "auto|int8|fp8 (fp8_e4m3): what the KV cache stores; auto = the compute dtype's "
+               "(float32 on the cpu, bfloat16 or float32 on cuda); int8 and fp8 store one-byte "
+               "codes with a float32 scale per block and KV head, so the same --kv-cache-mb "
+               "holds about 4x the tokens of float32 (cpu only for now)");
   flags.Int("block-size", &s.block_size, "tokens per KV block (8, 16, 32)");
   flags.Int("kv-cache-mb", &s.kv_cache_mb,
             "KV cache memory per rank, MiB; 0 = from --gpu-memory-utilization (cuda: what a "
@@ -133,6 +139,10 @@ absl::Status CheckSchedulerSettings(const SchedulerSettings& s, const FlagSet& f
   if (s.kv_cache_mb < -1) {
     return absl::InvalidArgumentError("--kv-cache-mb must be >= -1");
   }
+  if (absl::Status st = CheckKvCacheDtype(s.kv_cache_dtype, s.device.rfind("cuda", 0) == 0);
+      !st.ok()) {
+    return st;
+  }
   for (auto [name, port] : {std::pair<const char*, int64_t>{"--health-port", s.health_port},
                             {"--rendezvous-port", s.rendezvous_port},
                             {"--http-port", s.http_port}}) {
@@ -236,6 +246,23 @@ absl::Status CheckQuantization(const std::string& name, bool on_cuda) {
   if (on_cuda) {
     return absl::InvalidArgumentError(
         "--quantization int8: weight-only int8 runs on the cpu worker only (--device cpu)");
+  }
+  return absl::OkStatus();
+}
+
+// --kv-cache-dtype: the quantized caches are the cpu worker's (the CUDA
+// kernels read bf16 or fp32 blocks only).
+absl::Status CheckKvCacheDtype(const std::string& name, bool on_cuda) {
+  if (name.empty() || name == "auto") return absl::OkStatus();
+  if (name != "int8" && name != "fp8" && name != "fp8_e4m3") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-dtype '", name, "': expected auto, fp8 (fp8_e4m3) or int8"));
+  }
+  if (on_cuda) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-dtype ", name,
+        ": a quantized KV cache runs on the cpu worker only for now (--device cpu, or "
+        "--kv-cache-dtype auto)"));
   }
   return absl::OkStatus();
 }

@@ -29,6 +29,7 @@ struct SchedulerSettings {
   std::string device = "cpu";
   std::string dtype;
   std::string quantization;
+  std::string kv_cache_dtype = "auto";
   int64_t block_size = 16;
   int64_t kv_cache_mb = -1;  // -1: 256 on the cpu, 0 (profile) on cuda
   double gpu_memory_utilization = 0.9;
@@ -74,7 +75,8 @@ struct SchedulerSettings {
 void DefineSchedulerFlags(FlagSet& flags, SchedulerSettings& s);
 
 // The settings' own ranges and combinations (ports, timeouts, bounds,
-// --on-worker-failure, an explicit --host-prefix-cache and its needs): the
+// --on-worker-failure, --kv-cache-dtype on --device, an explicit
+// --host-prefix-cache and its needs): the
 // first violation, as INVALID_ARGUMENT naming the flag. `flags` (those that
 // parsed into `s`) tells an explicit flag from a default.
 absl::Status CheckSchedulerSettings(const SchedulerSettings& s, const FlagSet& flags);
@@ -88,6 +90,9 @@ int32_t HostTierBlocksPerStep(int64_t step_mb, uint64_t block_bytes);
 absl::StatusOr<v1::DType> ParseDType(const std::string& name, bool on_cuda);
 // --quantization: empty or int8 (the cpu worker's).
 absl::Status CheckQuantization(const std::string& name, bool on_cuda);
+// --kv-cache-dtype: auto (or empty), or the cpu worker's quantized caches
+// int8 and fp8 (fp8_e4m3).
+absl::Status CheckKvCacheDtype(const std::string& name, bool on_cuda);
 // --reservation-policy: none, max or pow2 (oracle is the simulator's only).
 absl::StatusOr<ReservationPolicy> ParseServedReservationPolicy(const std::string& name);
 

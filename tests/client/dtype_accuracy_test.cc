@@ -1,6 +1,7 @@
 // How far bf16 and int8 weight storage (--dtype bfloat16, --quantization
-// int8) move a model's outputs from the fp32 path, on the demo model and on
-// random models (the `random_models` fixture, tests/client/CMakeLists.txt):
+// int8) and an int8 or fp8 KV cache (--kv-cache-dtype) move a model's
+// outputs from the fp32 path, on the demo model and on random models (the
+// `random_models` fixture, tests/client/CMakeLists.txt):
 //   - free-running greedy: the share of output tokens equal to fp32's, up to
 //     the first difference (after it the contexts differ);
 //   - teacher-forced on fp32's own greedy output (fed back as a prompt and
@@ -36,6 +37,7 @@ struct Variant {
   const char* name;
   std::optional<DType> dtype;
   const char* quantization;
+  kernels::CacheDtype kv_cache_dtype = kernels::CacheDtype::kFloat32;
 };
 
 std::unique_ptr<OfflineEngine> Engine(const std::string& dir, const Variant& v) {
@@ -44,6 +46,7 @@ std::unique_ptr<OfflineEngine> Engine(const std::string& dir, const Variant& v) 
   o.kv_cache_bytes = int64_t{32} << 20;
   o.dtype = v.dtype;
   o.quantization = v.quantization;
+  o.kv_cache_dtype = v.kv_cache_dtype;
   o.enable_prefix_caching = false;
   o.check_invariants = true;
   absl::StatusOr<std::unique_ptr<OfflineEngine>> e = OfflineEngine::Create(o);
@@ -128,11 +131,11 @@ Figures Compare(const std::string& dir, const Variant& variant) {
   return f;
 }
 
-class WeightDtypeAccuracyTest : public ::testing::TestWithParam<std::string> {};
+class DtypeAccuracyTest : public ::testing::TestWithParam<std::string> {};
 
 // bf16 rounds each weight by at most 2^-9 relatively: outputs move little.
 // On the demo model (a bf16 checkpoint) bf16 storage is exact: identical.
-TEST_P(WeightDtypeAccuracyTest, Bfloat16StaysCloseToFloat32) {
+TEST_P(DtypeAccuracyTest, Bfloat16StaysCloseToFloat32) {
   const Figures f = Compare(GetParam(), {"bfloat16", DType::kBF16, ""});
   EXPECT_GE(f.top1_agreement, 0.95);
   EXPECT_LE(f.mean_abs_dlogprob, 0.01);
@@ -140,15 +143,31 @@ TEST_P(WeightDtypeAccuracyTest, Bfloat16StaysCloseToFloat32) {
 }
 
 // int8 steps are max|w| / 127 per output row: a larger, still small change.
-TEST_P(WeightDtypeAccuracyTest, Int8StaysCloseToFloat32) {
+TEST_P(DtypeAccuracyTest, Int8StaysCloseToFloat32) {
   const Figures f = Compare(GetParam(), {"int8", std::nullopt, "int8"});
   EXPECT_GE(f.top1_agreement, 0.85);
   EXPECT_LE(f.mean_abs_dlogprob, 0.05);
   EXPECT_LE(f.max_abs_dlogprob, 0.5);
 }
 
+// The KV cache's codes: int8 steps are a block's max |k| / 127 per KV head,
+// fp8 e4m3 keeps 3 mantissa bits (1/16 relative). Weights stay fp32.
+TEST_P(DtypeAccuracyTest, Int8KvCacheStaysCloseToFloat32) {
+  const Figures f = Compare(GetParam(), {"kv int8", DType::kF32, "", kernels::CacheDtype::kInt8});
+  EXPECT_GE(f.top1_agreement, 0.9);
+  EXPECT_LE(f.mean_abs_dlogprob, 0.05);
+  EXPECT_LE(f.max_abs_dlogprob, 0.5);
+}
+
+TEST_P(DtypeAccuracyTest, Fp8KvCacheStaysCloseToFloat32) {
+  const Figures f = Compare(GetParam(), {"kv fp8", DType::kF32, "", kernels::CacheDtype::kFp8E4m3});
+  EXPECT_GE(f.top1_agreement, 0.85);
+  EXPECT_LE(f.mean_abs_dlogprob, 0.1);
+  EXPECT_LE(f.max_abs_dlogprob, 1.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
-    Models, WeightDtypeAccuracyTest,
+    Models, DtypeAccuracyTest,
     ::testing::Values(std::string(kDemoDir),
                       std::string(FOLIO_RANDOM_MODELS_DIR) + "/llama_hd128",
                       std::string(FOLIO_RANDOM_MODELS_DIR) + "/mistral_window",
@@ -159,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(
                  : info.param.substr(info.param.find_last_of('/') + 1);
     });
 
-TEST(WeightDtypeAccuracy, DemoModelInBfloat16IsExactlyFloat32) {
+TEST(DtypeAccuracy, DemoModelInBfloat16IsExactlyFloat32) {
   // The demo checkpoint is bf16: storing it as bf16 loses nothing, and the
   // kernel sums in the same order, so every log-prob is bitwise the same.
   std::unique_ptr<OfflineEngine> fp32 = Engine(kDemoDir, {"f", DType::kF32, ""});

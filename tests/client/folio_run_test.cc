@@ -371,6 +371,9 @@ TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
       {{"run", "--model", kDemoDir, "--prompt", "Hi", "--dtype", "int4"}, "--dtype 'int4'"},
       {{"run", "--model", kDemoDir, "--prompt", "Hi", "--quantization", "fp8"},
        "--quantization 'fp8'"},
+      {{"run", "--model", kDemoDir, "--prompt", "Hi", "--kv-cache-dtype", "fp16"},
+       "--kv-cache-dtype 'fp16': expected auto, fp8 (fp8_e4m3) or int8"},
+      {{"run", "--model", kDemoDir, "--prompt", "Hi", "--kv-cache-dtype"}, "needs a value"},
       // 10 blocks of 16 hold 160 tokens: a longer max_model_len could never finish.
       {{"run", "--model", kDemoDir, "--prompt", "Hi", "--num-device-blocks", "10",
         "--max-model-len", "161"},
@@ -391,6 +394,7 @@ TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
   const RunResult help = Folio({"run", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--prompts-file"));
+  EXPECT_THAT(help.out, HasSubstr("--kv-cache-dtype auto|int8|fp8"));
 }
 
 // --timing reports the run's figures on stderr, then the step time by part;

@@ -477,6 +477,86 @@ TEST(OfflineEngineSamplingTest, TopLogprobsArriveWithEveryToken) {
   }
 }
 
+// --kv-cache-dtype reaches the worker: the same kv_cache_bytes hold the
+// blocks of its type (codes and scales), about 4x the float32 blocks for the
+// one-byte types. (Only sized here: nothing is generated.)
+TEST(OfflineEngineVariationTest, KvCacheDtypeSizesThePool) {
+  int32_t fp32_blocks = 0;
+  for (kernels::CacheDtype dtype : {kernels::CacheDtype::kFloat32, kernels::CacheDtype::kInt8,
+                                    kernels::CacheDtype::kFp8E4m3}) {
+    SCOPED_TRACE(static_cast<int>(dtype));
+    OfflineEngine::Options o = BaseOptions();
+    o.kv_cache_dtype = dtype;
+    auto engine = MakeEngine(o);
+    ASSERT_NE(engine, nullptr);
+    const ModelConfig& c = engine->model_config();
+    const int64_t block_bytes =
+        CacheEngine::BytesPerBlock(c.num_layers, c.num_kv_heads, c.head_dim, o.block_size, dtype);
+    const int32_t blocks = engine->scheduler().config().num_device_blocks;
+    EXPECT_EQ(blocks, o.kv_cache_bytes / block_bytes);
+    if (dtype == kernels::CacheDtype::kFloat32) {
+      fp32_blocks = blocks;
+    } else {
+      EXPECT_GT(blocks, 3 * fp32_blocks);
+      EXPECT_LE(blocks, 4 * fp32_blocks);
+    }
+  }
+}
+
+// A quantized cache under the block moves: the workload (greedy, seeded, n =
+// 2, so copy-on-write) on an int8 / fp8 cache, then again with swap
+// preemption and with prefix caching (served twice). Swapped and shared
+// blocks carry their codes and scales unchanged (kv_quant_test checks the
+// bytes), so the outputs are the quantized baseline's: the same tokens, and
+// log-probs within kQuantizedTol. Not kSameTol: other batch compositions
+// round K and V differently in the last bit, which now and then moves a value
+// to the neighbouring code, and that step (1/127 of a block's range) shows in
+// the log-probs. Lost or misplaced scales would move them by far more.
+// Recompute preemption rewrites blocks in other groupings, so there only
+// completion and the pool are checked.
+TEST(OfflineEngineVariationTest, QuantizedKvCacheSurvivesSwapCopyAndPrefixSharing) {
+  constexpr double kQuantizedTol = 0.02;
+  const std::vector<Request> requests = Workload();
+  const int32_t tiny = MaxBlocksPerSequence() + 3;
+  for (kernels::CacheDtype dtype : {kernels::CacheDtype::kInt8, kernels::CacheDtype::kFp8E4m3}) {
+    SCOPED_TRACE(dtype == kernels::CacheDtype::kInt8 ? "int8" : "fp8");
+    OfflineEngine::Options base = BaseOptions();
+    base.kv_cache_dtype = dtype;
+    auto engine = MakeEngine(base);
+    ASSERT_NE(engine, nullptr);
+    const std::vector<Result> want = Generate(*engine, requests);
+    ASSERT_EQ(want.size(), requests.size());
+
+    OfflineEngine::Options swap = base;
+    swap.num_device_blocks = tiny;
+    swap.num_host_blocks = 64;
+    swap.preemption_mode = PreemptionMode::kSwap;
+    auto swapping = MakeEngine(swap);
+    ASSERT_NE(swapping, nullptr);
+    ExpectSame(want, Generate(*swapping, requests), kQuantizedTol);
+    EXPECT_GT(swapping->scheduler().stats().num_preemptions_swap, 0);
+
+    OfflineEngine::Options cached = base;
+    cached.enable_prefix_caching = true;
+    auto caching = MakeEngine(cached);
+    ASSERT_NE(caching, nullptr);
+    ExpectSame(want, Generate(*caching, requests), kQuantizedTol);
+    const std::vector<Result> again = Generate(*caching, requests);
+    ExpectSame(want, again, kQuantizedTol);
+    int32_t hits = 0;
+    for (const Result& r : again) hits += r.num_cached_prompt_tokens;
+    EXPECT_GT(hits, 0);
+
+    OfflineEngine::Options recompute = base;
+    recompute.num_device_blocks = tiny;
+    recompute.preemption_mode = PreemptionMode::kRecompute;
+    auto recomputing = MakeEngine(recompute);
+    ASSERT_NE(recomputing, nullptr);
+    EXPECT_EQ(Generate(*recomputing, requests).size(), requests.size());
+    EXPECT_GT(recomputing->scheduler().stats().num_preemptions_recompute, 0);
+  }
+}
+
 TEST(OfflineEngineInputTest, BadInputIsInvalidArgumentAndTheEngineRecovers) {
   auto engine = MakeEngine(BaseOptions());
   ASSERT_NE(engine, nullptr);

@@ -167,6 +167,12 @@ class DefaultValues(unittest.TestCase):
         self.assertEqual(d["FOLIO_DTYPE"], "bfloat16")
         self.assertEqual(d["FOLIO_QUANTIZATION"], "int8")
 
+    def test_kv_cache_dtype(self):
+        self.assertEqual(self.cm["data"]["FOLIO_KV_CACHE_DTYPE"], "auto")
+        objs = render("--set", "engine.kvCacheDtype=int8")
+        d = objs[("ConfigMap", f"{RELEASE}-folio-engine")]["data"]
+        self.assertEqual(d["FOLIO_KV_CACHE_DTYPE"], "int8")
+
     def test_network_policy_selects_workers(self):
         np = one(self.objs, "NetworkPolicy", "worker")
         worker_labels = self.sts["spec"]["template"]["metadata"]["labels"]
@@ -420,6 +426,8 @@ class SchemaRejects(unittest.TestCase):
         ["--set", "engine.device=cuda", "--set", "engine.dtype=float16"],
         ["--set", "engine.quantization=fp8"],
         ["--set", "engine.device=cuda", "--set", "engine.quantization=int8"],  # cpu only
+        ["--set", "engine.kvCacheDtype=fp8_e5m2"],
+        ["--set", "engine.device=cuda", "--set", "engine.kvCacheDtype=int8"],  # cpu only
         ["--set", "engine.blockSize=12"],
         ["--set", "engine.kvCacheMb=-2"],
         ["--set", "engine.gpuMemoryUtilization=0"],

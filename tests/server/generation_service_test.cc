@@ -179,6 +179,7 @@ TEST_F(GenerationServiceTest, ModelInfoAndTokenize) {
   EXPECT_EQ(info.tensor_parallel_size(), 1u);
   EXPECT_TRUE(info.prefix_caching());
   EXPECT_FALSE(info.host_prefix_cache());  // not asked for
+  EXPECT_EQ(info.kv_cache_dtype(), "float32");  // --kv-cache-dtype auto on the cpu
 
   const ReferenceCase c = LoadReference()[0];
   grpc::ClientContext tctx;

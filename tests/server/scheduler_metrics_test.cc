@@ -56,6 +56,7 @@ std::unique_ptr<Served> Serve(EngineSetup setup, double refresh_interval_s = 0) 
   mo.block_size = setup.block_size;
   mo.num_device_blocks = setup.num_device_blocks;
   mo.num_host_blocks = setup.num_host_blocks;
+  mo.kv_cache_dtype = "int8";
   mo.refresh_interval_s = refresh_interval_s;
   s->metrics = std::make_unique<SchedulerMetrics>(*s->registry, mo);
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
@@ -151,7 +152,8 @@ TEST(SchedulerMetricsTest, EveryDesignMetricIsServedWithItsTypeAndLabels) {
   EXPECT_EQ(Must(e, "folio_build_info", {{"block_size", "16"},
                                         {"num_device_blocks", "256"},
                                         {"num_host_blocks", "32"},
-                                        {"tensor_parallel_size", "1"}}),
+                                        {"tensor_parallel_size", "1"},
+                                        {"kv_cache_dtype", "int8"}}),
             1);
   EXPECT_EQ(e.Find("folio_build_info")[0].labels.count("version"), 1u);
   // Histogram buckets: TTFT from 1 ms to minutes.

@@ -45,6 +45,7 @@ TEST(SchedulerSettingsTest, DefaultsAreAccepted) {
   EXPECT_EQ(s->port, 50051);
   EXPECT_EQ(s->http_port, 8000);
   EXPECT_EQ(s->on_worker_failure, "requeue");
+  EXPECT_EQ(s->kv_cache_dtype, "auto");
   EXPECT_TRUE(s->enable_prefix_caching);
   // The host tier is on by default, and without host blocks that is no error:
   // it is off then (KvCacheManager::Options::host_tier_enabled).
@@ -63,12 +64,15 @@ TEST(SchedulerSettingsTest, TheStepBudgetInBlocks) {
 
 TEST(SchedulerSettingsTest, FlagsAndEnvironmentFillTheSettings) {
   setenv("FOLIO_MAX_NUM_SEQS", "17", 1);
+  setenv("FOLIO_KV_CACHE_DTYPE", "int8", 1);
   absl::StatusOr<SchedulerSettings> s =
       Parse({"--model=dir", "--swap-space-mb", "64", "--host-prefix-cache", "--tls-cert", "c"});
   unsetenv("FOLIO_MAX_NUM_SEQS");
+  unsetenv("FOLIO_KV_CACHE_DTYPE");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->model, "dir");
   EXPECT_EQ(s->max_num_seqs, 17);
+  EXPECT_EQ(s->kv_cache_dtype, "int8");
   EXPECT_EQ(s->swap_space_mb, 64);
   EXPECT_TRUE(s->host_prefix_cache);
   EXPECT_EQ(s->tls.cert, "c");
@@ -101,6 +105,10 @@ TEST(SchedulerSettingsTest, BadValuesAreRefusedNamingTheFlag) {
       {{"--max-waiting-requests", "-1"}, "--max-waiting-requests"},
       {{"--max-waiting-tokens", "-5"}, "--max-waiting-tokens"},
       {{"--host-prefix-cache-step-mb", "-2"}, "--host-prefix-cache-step-mb"},
+      {{"--kv-cache-dtype", "fp16"}, "--kv-cache-dtype 'fp16': expected auto, fp8"},
+      {{"--device", "cuda", "--kv-cache-dtype", "int8"},
+       "--kv-cache-dtype int8: a quantized KV cache runs on the cpu worker only"},
+      {{"--device", "cuda:1", "--kv-cache-dtype", "fp8"}, "--kv-cache-dtype fp8"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"--model", "m"};
@@ -122,6 +130,13 @@ TEST(SchedulerSettingsTest, ParsersNameTheFlagAndItsChoices) {
   EXPECT_TRUE(CheckQuantization("int8", false).ok());
   EXPECT_FALSE(CheckQuantization("int8", true).ok());
   EXPECT_NE(CheckQuantization("int4", false).message().find("--quantization 'int4'"),
+            std::string::npos);
+  for (const char* name : {"", "auto", "int8", "fp8", "fp8_e4m3"}) {
+    EXPECT_TRUE(CheckKvCacheDtype(name, false).ok()) << name;
+  }
+  EXPECT_TRUE(CheckKvCacheDtype("auto", true).ok());
+  EXPECT_FALSE(CheckKvCacheDtype("int8", true).ok());
+  EXPECT_NE(CheckKvCacheDtype("fp8_e5m2", false).message().find("--kv-cache-dtype 'fp8_e5m2'"),
             std::string::npos);
   EXPECT_EQ(*ParseServedReservationPolicy("pow2"), ReservationPolicy::kPow2);
   EXPECT_NE(ParseServedReservationPolicy("oracle").status().message().find("folio-kvsim"),

@@ -21,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/server/engine.h"
 #include "worker/cpu_worker.h"
+#include "worker/kv_cache_dtype.h"
 
 namespace folio::testing_util {
 
@@ -100,6 +101,7 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   EXPECT_TRUE(worker.ok()) << worker.status();
   if (!worker.ok()) return nullptr;
   const ModelConfig config = (*worker)->config();
+  const std::string kv_cache_dtype(KvCacheDtypeName((*worker)->kv_cache_dtype()));
   auto group = std::make_unique<CpuWorkerGroup>(std::move(*worker));
   if (setup.group_out != nullptr) *setup.group_out = group.get();
 
@@ -116,6 +118,7 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   eo.scheduler.policy = setup.policy;
   eo.scheduler.check_invariants = true;
   eo.model_name = "folio-demo";
+  eo.kv_cache_dtype = kv_cache_dtype;  // as RemoteWorkerGroup reports it
   eo.on_failure = setup.on_failure;
   eo.metrics = setup.metrics;
   eo.max_waiting_requests = setup.max_waiting_requests;

@@ -35,9 +35,9 @@ void OnRanks(int world, F&& fn) {
 // Rank `rank` of `world` (comm null for one rank) runs the workload on the
 // model in `dir`; *step0 and *step1 get its logits per step (empty on ranks
 // other than 0, which the runner must leave empty).
-inline absl::Status RunTwoStepWorkload(const std::string& dir, int rank, int world,
-                                       Communicator* comm, std::vector<float>* step0,
-                                       std::vector<float>* step1) {
+inline absl::Status RunTwoStepWorkload(
+    const std::string& dir, int rank, int world, Communicator* comm, std::vector<float>* step0,
+    std::vector<float>* step1, kernels::CacheDtype kv_dtype = kernels::CacheDtype::kFloat32) {
   constexpr int32_t kBlock = 16;
   absl::StatusOr<std::unique_ptr<ModelWeights>> w = ModelWeights::Load(dir, ShardSpec{rank, world});
   if (!w.ok()) return w.status();
@@ -48,6 +48,7 @@ inline absl::Status RunTwoStepWorkload(const std::string& dir, int rank, int wor
   co.head_dim = c.head_dim;
   co.block_size = kBlock;
   co.num_device_blocks = 8;
+  co.dtype = kv_dtype;
   absl::StatusOr<std::unique_ptr<CacheEngine>> cache = CacheEngine::Create(co);
   if (!cache.ok()) return cache.status();
   const PackedWeights packed = PackedWeights::PackAndRelease(**w, kernels::cpu::WeightType::kFloat32);
@@ -91,7 +92,8 @@ inline absl::Status RunTwoStepWorkload(const std::string& dir, int rank, int wor
 // Returns each request's tokens; fails if a rank other than 0 returns samples
 // or a KV block is not back in the pool at the end.
 inline absl::StatusOr<std::vector<std::vector<TokenId>>> GenerateOnRanks(
-    const std::string& dir, const std::vector<Communicator*>& comms) {
+    const std::string& dir, const std::vector<Communicator*>& comms,
+    kernels::CacheDtype kv_dtype = kernels::CacheDtype::kFloat32) {
   constexpr int32_t kBlocks = 64;
   const int world = static_cast<int>(comms.size());
   std::vector<std::unique_ptr<CpuWorker>> workers(world);
@@ -102,6 +104,7 @@ inline absl::StatusOr<std::vector<std::vector<TokenId>>> GenerateOnRanks(
     o.block_size = 8;
     o.num_device_blocks = kBlocks;
     o.num_host_blocks = 16;
+    o.kv_cache_dtype = kv_dtype;
     o.communicator = comms[r];
     absl::StatusOr<std::unique_ptr<CpuWorker>> w = CpuWorker::Create(o);
     if (!w.ok()) return w.status();

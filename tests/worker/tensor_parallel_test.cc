@@ -1,6 +1,7 @@
 // Tensor parallelism with in-process ranks (LocalCommunicator, one thread per
 // rank): TP = 2 and 4 give the logits of TP = 1 (<= 1e-4 relative) and the
-// same greedy tokens through a real Scheduler. Models are random-weight ones
+// same greedy tokens through a real Scheduler, with an fp32 KV cache and with
+// int8 / fp8 ones (each rank quantizes its own heads). Models are random-weight ones
 // written at test time: one with fewer KV heads than ranks (replicated KV
 // heads) and a vocabulary not divisible by the world size, tied embeddings;
 // one with KV heads divided among ranks and a separate LM head.
@@ -51,25 +52,27 @@ class TensorParallelTest : public ::testing::TestWithParam<ModelCase> {
 
 // Two prefills (7 and 20 tokens), then one decode each, logits of every row;
 // returns the rows' logits per step on rank 0.
-std::vector<std::vector<float>> RunnerLogits(const std::string& dir, int world) {
+std::vector<std::vector<float>> RunnerLogits(
+    const std::string& dir, int world, kernels::CacheDtype kv_dtype = kernels::CacheDtype::kFloat32) {
   std::vector<std::vector<float>> per_rank_step0(world), per_rank_step1(world);
   auto comms = LocalCommunicator::CreateGroup(world);
   std::vector<absl::Status> errors(world);
   OnRanks(world, [&](int rank) {
     errors[rank] = testing::RunTwoStepWorkload(dir, rank, world,
                                                world > 1 ? comms[rank].get() : nullptr,
-                                               &per_rank_step0[rank], &per_rank_step1[rank]);
+                                               &per_rank_step0[rank], &per_rank_step1[rank],
+                                               kv_dtype);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(errors[r].ok()) << "rank " << r << ": " << errors[r];
   return {per_rank_step0[0], per_rank_step1[0]};
 }
 
-TEST_P(TensorParallelTest, LogitsMatchOneRank) {
-  const auto ref = RunnerLogits(dir_, 1);
+void ExpectLogitsMatchOneRank(const std::string& dir, kernels::CacheDtype kv_dtype) {
+  const auto ref = RunnerLogits(dir, 1, kv_dtype);
   ASSERT_FALSE(ref[0].empty());
   for (int world : {2, 4}) {
     SCOPED_TRACE(::testing::Message() << "TP=" << world);
-    const auto got = RunnerLogits(dir_, world);
+    const auto got = RunnerLogits(dir, world, kv_dtype);
     for (size_t step = 0; step < ref.size(); ++step) {
       ASSERT_EQ(got[step].size(), ref[step].size());
       float scale = 0.0f, worst = 0.0f;
@@ -83,13 +86,27 @@ TEST_P(TensorParallelTest, LogitsMatchOneRank) {
   }
 }
 
+TEST_P(TensorParallelTest, LogitsMatchOneRank) {
+  ExpectLogitsMatchOneRank(dir_, kernels::CacheDtype::kFloat32);
+}
+
+// Each rank quantizes its own KV heads, per head, as one rank does: a
+// quantized cache gives the same logits whatever the split.
+TEST_P(TensorParallelTest, QuantizedCacheLogitsMatchOneRank) {
+  for (kernels::CacheDtype dtype : {kernels::CacheDtype::kInt8, kernels::CacheDtype::kFp8E4m3}) {
+    SCOPED_TRACE(dtype == kernels::CacheDtype::kInt8 ? "int8" : "fp8");
+    ExpectLogitsMatchOneRank(dir_, dtype);
+  }
+}
+
 // Greedy generation of mixed prompts through a real Scheduler (LocalCommunicator
 // ranks); empty on failure, which the test reports.
-std::vector<std::vector<TokenId>> Generate(const std::string& dir, int world) {
+std::vector<std::vector<TokenId>> Generate(
+    const std::string& dir, int world, kernels::CacheDtype kv_dtype = kernels::CacheDtype::kFloat32) {
   auto comms = LocalCommunicator::CreateGroup(world);
   std::vector<Communicator*> ranks(world, nullptr);
   for (int r = 0; world > 1 && r < world; ++r) ranks[r] = comms[r].get();
-  auto tokens = testing::GenerateOnRanks(dir, ranks);
+  auto tokens = testing::GenerateOnRanks(dir, ranks, kv_dtype);
   EXPECT_TRUE(tokens.ok()) << tokens.status();
   return tokens.ok() ? *std::move(tokens) : std::vector<std::vector<TokenId>>{};
 }
@@ -100,6 +117,15 @@ TEST_P(TensorParallelTest, GreedyTokensMatchOneRank) {
   for (int world : {2, 4}) {
     SCOPED_TRACE(::testing::Message() << "TP=" << world);
     EXPECT_EQ(Generate(dir_, world), ref);
+  }
+}
+
+TEST_P(TensorParallelTest, QuantizedCacheGreedyTokensMatchOneRank) {
+  const auto ref = Generate(dir_, 1, kernels::CacheDtype::kInt8);
+  ASSERT_EQ(ref.size(), 10u);
+  for (int world : {2, 4}) {
+    SCOPED_TRACE(::testing::Message() << "TP=" << world);
+    EXPECT_EQ(Generate(dir_, world, kernels::CacheDtype::kInt8), ref);
   }
 }
 

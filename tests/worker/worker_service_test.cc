@@ -25,9 +25,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/model_config.h"
 #include "common/plan_proto.h"
 #include "tests/worker/worker_service_test_util.h"
 #include "tests/worker/worker_test_util.h"
+#include "worker/cache_engine.h"
 #if defined(FOLIO_HAVE_CUDA_WORKER)
 #include "worker/cuda_worker.h"
 #endif
@@ -354,7 +356,8 @@ bool CudaMustFail() {
 }
 
 grpc::Status InitializeOn(v1::Worker::Stub& stub, const std::string& device,
-                          v1::InitializeResponse* resp, v1::DType dtype = v1::DTYPE_UNSPECIFIED) {
+                          v1::InitializeResponse* resp, v1::DType dtype = v1::DTYPE_UNSPECIFIED,
+                          const std::string& kv_cache_dtype = "") {
   grpc::ClientContext ctx;
   ctx.set_deadline(In(60));
   v1::InitializeRequest req;
@@ -362,7 +365,73 @@ grpc::Status InitializeOn(v1::Worker::Stub& stub, const std::string& device,
   req.set_device(device);
   req.set_dtype(dtype);
   req.set_kv_cache_bytes(kKvBytes);
+  req.set_kv_cache_dtype(kv_cache_dtype);
   return stub.Initialize(&ctx, req, resp);
+}
+
+// InitializeRequest.kv_cache_dtype: a bad name or a quantized cache on CUDA
+// (checked before any device is touched, so on every machine) is refused
+// naming the field; on the CPU the worker sizes its blocks in the type and
+// reports it, "auto" resolved. Nothing runs on the quantized cache here.
+TEST(WorkerServiceTest, KvCacheDtypeIsCheckedSizedAndReported) {
+  WorkerService::Options options;
+#if defined(FOLIO_HAVE_CUDA_WORKER)
+  options.cuda_loader = LoadCudaWorker;  // as folio-worker sets it
+#endif
+  WorkerService service(options);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Worker::NewStub(Channel(port));
+
+  v1::InitializeResponse resp;
+  for (const std::string device : {"cpu", "cuda:0"}) {
+    grpc::Status s = InitializeOn(*stub, device, &resp, v1::DTYPE_UNSPECIFIED, "int4");
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << device;
+    EXPECT_NE(s.error_message().find("InitializeRequest.kv_cache_dtype: --kv-cache-dtype 'int4'"),
+              std::string::npos)
+        << s.error_message();
+  }
+  for (const std::string name : {"int8", "fp8", "fp8_e4m3"}) {
+    grpc::Status s = InitializeOn(*stub, "cuda:0", &resp, v1::DTYPE_UNSPECIFIED, name);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name;
+    EXPECT_NE(s.error_message().find("InitializeRequest.kv_cache_dtype \"" + name +
+                                     "\": a quantized KV cache runs on the CPU worker only"),
+              std::string::npos)
+        << s.error_message();
+  }
+
+  absl::StatusOr<ModelConfig> config = ModelConfig::LoadFromDirectory(kDemo);
+  ASSERT_TRUE(config.ok()) << config.status();
+  struct Case {
+    std::string name;
+    kernels::CacheDtype dtype;
+    std::string reported;
+  };
+  const Case cases[] = {{"", kernels::CacheDtype::kFloat32, "float32"},
+                        {"auto", kernels::CacheDtype::kFloat32, "float32"},
+                        {"int8", kernels::CacheDtype::kInt8, "int8"},
+                        {"fp8", kernels::CacheDtype::kFp8E4m3, "fp8_e4m3"}};
+  uint32_t fp32_blocks = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ASSERT_TRUE(InitializeOn(*stub, "cpu", &resp, v1::DTYPE_UNSPECIFIED, c.name).ok());
+    EXPECT_EQ(resp.kv_cache_dtype(), c.reported);
+    EXPECT_EQ(resp.block_bytes(),
+              static_cast<uint64_t>(CacheEngine::BytesPerBlock(
+                  config->num_layers, config->num_kv_heads, config->head_dim, 16, c.dtype)));
+    EXPECT_EQ(resp.num_device_blocks(), uint32_t(kKvBytes / resp.block_bytes()));
+    if (c.dtype == kernels::CacheDtype::kFloat32) fp32_blocks = resp.num_device_blocks();
+  }
+  // One-byte codes: the same bytes hold about 4x the blocks (less the
+  // scales and their padding).
+  ASSERT_TRUE(InitializeOn(*stub, "cpu", &resp, v1::DTYPE_UNSPECIFIED, "int8").ok());
+  EXPECT_GT(resp.num_device_blocks(), 3 * fp32_blocks);
+  EXPECT_LE(resp.num_device_blocks(), 4 * fp32_blocks);
+  server->Shutdown(In(5));
 }
 
 TEST(WorkerServiceTest, CudaWithoutADeviceFailsClearlyAndCpuStillWorks) {

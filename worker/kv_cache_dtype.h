@@ -1,0 +1,24 @@
+#ifndef FOLIO_WORKER_KV_CACHE_DTYPE_H_
+#define FOLIO_WORKER_KV_CACHE_DTYPE_H_
+
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "kernels/cache_layout.h"
+
+namespace folio {
+
+// vLLM's --kv-cache-dtype spellings for the CPU worker's KV cache: "" or
+// "auto" = kFloat32 (the CPU worker computes in fp32); "fp8" or "fp8_e4m3" =
+// kFp8E4m3; "int8" = kInt8 (both one-byte codes with per-block, per-KV-head
+// fp32 scales: kernels/cache_layout.h). Anything else is INVALID_ARGUMENT
+// naming the flag.
+absl::StatusOr<kernels::CacheDtype> ParseCpuKvCacheDtype(std::string_view name);
+
+// The storage type's name as reports and metrics give it: "float32",
+// "float16", "bfloat16", "int8" or "fp8_e4m3".
+std::string_view KvCacheDtypeName(kernels::CacheDtype dtype);
+
+}  // namespace folio
+
+#endif  // FOLIO_WORKER_KV_CACHE_DTYPE_H_
