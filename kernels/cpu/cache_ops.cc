@@ -39,6 +39,7 @@ void WriteQuantizedRun(const float* src, const int64_t* slots, int64_t t0, int64
     for (int64_t t = t0; t < t1; ++t) {
       if (slots[t] == kSkipSlot) continue;
       const float* x = src + t * n + h * hd;
+#pragma omp simd reduction(max : absmax)
       for (int64_t d = 0; d < hd; ++d) absmax = std::max(absmax, std::fabs(x[d]));
     }
     const float old = fresh ? 0.0f : scales[h];
@@ -54,6 +55,7 @@ void WriteQuantizedRun(const float* src, const int64_t* slots, int64_t t0, int64
       if (scale < needed) scale *= 2.0f;
       const float ratio = old / scale;
       Code* c = codes + h * head_codes;
+#pragma omp simd
       for (int64_t i = 0; i < head_codes; ++i) c[i] = EncodeKv<Code>(DecodeKv(c[i]) * ratio);
     }
     scales[h] = scale;
@@ -62,6 +64,7 @@ void WriteQuantizedRun(const float* src, const int64_t* slots, int64_t t0, int64
       if (slots[t] == kSkipSlot) continue;
       const float* x = src + t * n + h * hd;
       Code* c = codes + h * head_codes + (slots[t] % shape.block_size) * hd;
+#pragma omp simd
       for (int64_t d = 0; d < hd; ++d) c[d] = EncodeKv<Code>(x[d] * inv);
     }
   }
