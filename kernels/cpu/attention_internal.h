@@ -378,10 +378,19 @@ FOLIO_AVX2_FMA void ScoresPiece4(const float* q, const E* k, int32_t run, int32_
       y = _mm256_loadu_ps(q3 + d);
       a30 = _mm256_fmadd_ps(y, x0, a30), a31 = _mm256_fmadd_ps(y, x1, a31);
     }
-    s[j] = Sum8(a00) * scale, s[j + 1] = Sum8(a01) * scale;
-    s[kTileTokens + j] = Sum8(a10) * scale, s[kTileTokens + j + 1] = Sum8(a11) * scale;
-    s[2 * kTileTokens + j] = Sum8(a20) * scale, s[2 * kTileTokens + j + 1] = Sum8(a21) * scale;
-    s[3 * kTileTokens + j] = Sum8(a30) * scale, s[3 * kTileTokens + j + 1] = Sum8(a31) * scale;
+    // The eight horizontal sums at once: (row r, key j) -> lane 2r + j of
+    // rows01 / rows23, scaled, stored two keys per row.
+    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a00, a01), _mm256_hadd_ps(a10, a11));
+    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a20, a21), _mm256_hadd_ps(a30, a31));
+    const __m128 sc = _mm_set1_ps(scale);
+    const __m128 rows01 = _mm_mul_ps(
+        _mm_add_ps(_mm256_castps256_ps128(u0), _mm256_extractf128_ps(u0, 1)), sc);
+    const __m128 rows23 = _mm_mul_ps(
+        _mm_add_ps(_mm256_castps256_ps128(u1), _mm256_extractf128_ps(u1, 1)), sc);
+    _mm_storel_pi(reinterpret_cast<__m64*>(s + j), rows01);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(s + kTileTokens + j), rows01);
+    _mm_storel_pi(reinterpret_cast<__m64*>(s + 2 * kTileTokens + j), rows23);
+    _mm_storeh_pi(reinterpret_cast<__m64*>(s + 3 * kTileTokens + j), rows23);
     pf.Step();
   }
   if (j < run) {  // an odd last key
@@ -407,53 +416,53 @@ FOLIO_AVX2_FMA void ScoresPiece4(const float* q, const E* k, int32_t run, int32_
 template <class E>
 FOLIO_AVX2_FMA void ValuesPiece4(const float* p, const E* v, int32_t run, int32_t hd, float scale,
                                  float* acc, PrefetchCursor& pf) {
-  // The probabilities times the scale, once for every dimension block.
-  alignas(32) float ps[4][kTileTokens];
-  for (int32_t r = 0; r < 4; ++r) {
-    for (int32_t j = 0; j < run; ++j) ps[r][j] = p[r * kTileTokens + j] * scale;
-  }
+  const float* p0 = p;
+  const float* p1 = p0 + kTileTokens;
+  const float* p2 = p1 + kTileTokens;
+  const float* p3 = p2 + kTileTokens;
   float* c0 = acc;
   float* c1 = c0 + hd;
   float* c2 = c1 + hd;
   float* c3 = c2 + hd;
+  // The piece's sums start at zero and join acc once, times the scale.
+  const __m256 sv = _mm256_set1_ps(scale);
+#define FOLIO_ADD_TO(c, sum) _mm256_storeu_ps(c, _mm256_fmadd_ps(sum, sv, _mm256_loadu_ps(c)))
   int32_t d = 0;
   for (; d + 16 <= hd; d += 16) {
-    __m256 a00 = _mm256_loadu_ps(c0 + d), a01 = _mm256_loadu_ps(c0 + d + 8);
-    __m256 a10 = _mm256_loadu_ps(c1 + d), a11 = _mm256_loadu_ps(c1 + d + 8);
-    __m256 a20 = _mm256_loadu_ps(c2 + d), a21 = _mm256_loadu_ps(c2 + d + 8);
-    __m256 a30 = _mm256_loadu_ps(c3 + d), a31 = _mm256_loadu_ps(c3 + d + 8);
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+    __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
     const E* vr = v + d;
     for (int32_t j = 0; j < run; ++j, vr += hd) {
       const __m256 x0 = LoadKv8(vr), x1 = LoadKv8(vr + 8);
-      __m256 w = _mm256_broadcast_ss(&ps[0][j]);
+      __m256 w = _mm256_broadcast_ss(p0 + j);
       a00 = _mm256_fmadd_ps(w, x0, a00), a01 = _mm256_fmadd_ps(w, x1, a01);
-      w = _mm256_broadcast_ss(&ps[1][j]);
+      w = _mm256_broadcast_ss(p1 + j);
       a10 = _mm256_fmadd_ps(w, x0, a10), a11 = _mm256_fmadd_ps(w, x1, a11);
-      w = _mm256_broadcast_ss(&ps[2][j]);
+      w = _mm256_broadcast_ss(p2 + j);
       a20 = _mm256_fmadd_ps(w, x0, a20), a21 = _mm256_fmadd_ps(w, x1, a21);
-      w = _mm256_broadcast_ss(&ps[3][j]);
+      w = _mm256_broadcast_ss(p3 + j);
       a30 = _mm256_fmadd_ps(w, x0, a30), a31 = _mm256_fmadd_ps(w, x1, a31);
     }
-    _mm256_storeu_ps(c0 + d, a00), _mm256_storeu_ps(c0 + d + 8, a01);
-    _mm256_storeu_ps(c1 + d, a10), _mm256_storeu_ps(c1 + d + 8, a11);
-    _mm256_storeu_ps(c2 + d, a20), _mm256_storeu_ps(c2 + d + 8, a21);
-    _mm256_storeu_ps(c3 + d, a30), _mm256_storeu_ps(c3 + d + 8, a31);
+    FOLIO_ADD_TO(c0 + d, a00), FOLIO_ADD_TO(c0 + d + 8, a01);
+    FOLIO_ADD_TO(c1 + d, a10), FOLIO_ADD_TO(c1 + d + 8, a11);
+    FOLIO_ADD_TO(c2 + d, a20), FOLIO_ADD_TO(c2 + d + 8, a21);
+    FOLIO_ADD_TO(c3 + d, a30), FOLIO_ADD_TO(c3 + d + 8, a31);
     pf.Step();
   }
   for (; d < hd; d += 8) {  // head_dim 8 mod 16
-    __m256 a0 = _mm256_loadu_ps(c0 + d), a1 = _mm256_loadu_ps(c1 + d);
-    __m256 a2 = _mm256_loadu_ps(c2 + d), a3 = _mm256_loadu_ps(c3 + d);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     const E* vr = v + d;
     for (int32_t j = 0; j < run; ++j, vr += hd) {
       const __m256 x = LoadKv8(vr);
-      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(&ps[0][j]), x, a0);
-      a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(&ps[1][j]), x, a1);
-      a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(&ps[2][j]), x, a2);
-      a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(&ps[3][j]), x, a3);
+      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p0 + j), x, a0);
+      a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p1 + j), x, a1);
+      a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p2 + j), x, a2);
+      a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(p3 + j), x, a3);
     }
-    _mm256_storeu_ps(c0 + d, a0), _mm256_storeu_ps(c1 + d, a1);
-    _mm256_storeu_ps(c2 + d, a2), _mm256_storeu_ps(c3 + d, a3);
+    FOLIO_ADD_TO(c0 + d, a0), FOLIO_ADD_TO(c1 + d, a1);
+    FOLIO_ADD_TO(c2 + d, a2), FOLIO_ADD_TO(c3 + d, a3);
   }
+#undef FOLIO_ADD_TO
 }
 #endif
 
