@@ -400,6 +400,28 @@ TEST(FolioRunTest, BadFlagsExitNonZeroWithAMessage) {
 // --timing reports the run's figures on stderr, then the step time by part;
 // stdout keeps only the text.
 // int8 weights serve the same prompt too.
+// A quantized KV cache serves the same request: 16 greedy tokens, the first
+// one the reference's with its log-prob within the codes' error (later
+// tokens may part from fp32's where two were nearly tied).
+TEST(FolioRunTest, QuantizedKvCacheGeneratesCloseToTheReference) {
+  const json ref = Reference();
+  const json& c = ref.at("cases").at(0);
+  for (const std::string dtype : {"int8", "fp8"}) {
+    SCOPED_TRACE(dtype);
+    const RunResult r = Folio({"run", "--model", kDemoDir, "--prompt", c.at("prompt").get<std::string>(),
+                               "--max-tokens", "16", "--temperature", "0", "--ignore-eos", "--json",
+                               "--kv-cache-dtype", dtype});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<json> lines = JsonLines(r.out);
+    ASSERT_EQ(lines.size(), 1u) << r.out;
+    const json& o = lines[0].at("outputs").at(0);
+    const std::vector<int> ids = o.at("token_ids").get<std::vector<int>>();
+    ASSERT_EQ(ids.size(), 16u);
+    EXPECT_EQ(ids[0], c.at("output_token_ids").at(0).get<int>());
+    EXPECT_NEAR(o.at("logprobs").at(0).get<double>(), c.at("logprobs").at(0).get<double>(), 0.1);
+  }
+}
+
 TEST(FolioRunTest, TimingLineCountsTheTokens) {
   for (const std::string quantization : {"", "int8"}) {
     std::vector<std::string> args = {"run", "--model", kDemoDir, "--prompt", "Hi", "--max-tokens",
