@@ -49,6 +49,18 @@ enum class CacheDtype : int32_t {
   kFp8E4m3 = 4,  // OCP e4m3fn, finite range +-448
 };
 
+// The storage type's name as flags, reports and metrics spell it.
+constexpr const char* CacheDtypeName(CacheDtype t) {
+  switch (t) {
+    case CacheDtype::kFloat32: return "float32";
+    case CacheDtype::kFloat16: return "float16";
+    case CacheDtype::kBFloat16: return "bfloat16";
+    case CacheDtype::kInt8: return "int8";
+    case CacheDtype::kFp8E4m3: return "fp8_e4m3";
+  }
+  return "unknown";
+}
+
 // Bytes of one element's code (the scales of quantized blocks not counted).
 FOLIO_HOST_DEVICE constexpr int64_t CacheDtypeBytes(CacheDtype t) {
   return t == CacheDtype::kFloat32 ? 4 : (t == CacheDtype::kInt8 || t == CacheDtype::kFp8E4m3) ? 1 : 2;

@@ -16,20 +16,4 @@ absl::StatusOr<kernels::CacheDtype> ParseCpuKvCacheDtype(std::string_view name) 
                                                  "': expected auto, fp8 (fp8_e4m3) or int8"));
 }
 
-std::string_view KvCacheDtypeName(kernels::CacheDtype dtype) {
-  switch (dtype) {
-    case kernels::CacheDtype::kFloat32:
-      return "float32";
-    case kernels::CacheDtype::kFloat16:
-      return "float16";
-    case kernels::CacheDtype::kBFloat16:
-      return "bfloat16";
-    case kernels::CacheDtype::kInt8:
-      return "int8";
-    case kernels::CacheDtype::kFp8E4m3:
-      return "fp8_e4m3";
-  }
-  return "unknown";
-}
-
 }  // namespace folio

@@ -15,9 +15,7 @@ namespace folio {
 // naming the flag.
 absl::StatusOr<kernels::CacheDtype> ParseCpuKvCacheDtype(std::string_view name);
 
-// The storage type's name as reports and metrics give it: "float32",
-// "float16", "bfloat16", "int8" or "fp8_e4m3".
-std::string_view KvCacheDtypeName(kernels::CacheDtype dtype);
+// The names reports and metrics give: kernels::CacheDtypeName.
 
 }  // namespace folio
 

@@ -155,7 +155,7 @@ grpc::Status WorkerService::Load(const v1::InitializeRequest& request,
   response->set_block_bytes(static_cast<uint64_t>(worker->block_bytes()));
   response->set_vocab_size(static_cast<uint32_t>(worker->config().vocab_size));
   response->set_device_name(worker->device_name());
-  response->set_kv_cache_dtype(std::string(KvCacheDtypeName(worker->kv_cache_dtype())));
+  response->set_kv_cache_dtype(std::string(kernels::CacheDtypeName(worker->kv_cache_dtype())));
   absl::MutexLock lock(&mu_);
   if (state_ == State::kClosed) {
     return {grpc::StatusCode::UNAVAILABLE, "the worker is shutting down"};

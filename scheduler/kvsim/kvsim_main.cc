@@ -207,7 +207,7 @@ Flags ParseFlags(int argc, char** argv) {
                                               f.kv_cache_dtype);
       if (slots == 0) {
         Fail(absl::StrCat("--kv-cache-mb ", mb, " holds no KV block of ", block_bytes,
-                          " bytes (", CacheDtypeName(f.kv_cache_dtype), ")"));
+                          " bytes (", kernels::CacheDtypeName(f.kv_cache_dtype), ")"));
       }
       f.token_slots.push_back(slots);
     }
@@ -249,7 +249,7 @@ std::string Percent(const nlohmann::json& share) {
 // memory for the model shape given).
 nlohmann::json KvJson(const Flags& f) {
   const int64_t block_bytes = KvBlockBytes(f.kv_shape, f.sim.block_size, f.kv_cache_dtype);
-  return {{"kv_cache_dtype", CacheDtypeName(f.kv_cache_dtype)},
+  return {{"kv_cache_dtype", kernels::CacheDtypeName(f.kv_cache_dtype)},
           {"kv_block_bytes", block_bytes},
           {"kv_bytes_per_token", static_cast<double>(block_bytes) / f.sim.block_size},
           {"num_layers", f.kv_shape.num_layers},

@@ -21,22 +21,6 @@ absl::StatusOr<kernels::CacheDtype> ParseKvsimCacheDtype(std::string_view name) 
       "': expected auto (float16), float32, float16, bfloat16, int8 or fp8 (fp8_e4m3)"));
 }
 
-const char* CacheDtypeName(kernels::CacheDtype dtype) {
-  switch (dtype) {
-    case kernels::CacheDtype::kFloat32:
-      return "float32";
-    case kernels::CacheDtype::kFloat16:
-      return "float16";
-    case kernels::CacheDtype::kBFloat16:
-      return "bfloat16";
-    case kernels::CacheDtype::kInt8:
-      return "int8";
-    case kernels::CacheDtype::kFp8E4m3:
-      return "fp8_e4m3";
-  }
-  return "unknown";
-}
-
 int64_t KvBlockBytes(const KvModelShape& shape, int32_t block_size, kernels::CacheDtype dtype) {
   const kernels::CacheShape block{shape.num_kv_heads, block_size, shape.head_dim};
   return int64_t{2} * shape.num_layers * kernels::BlockBytes(block, dtype);

@@ -24,8 +24,7 @@ struct KvModelShape {
 // (one-byte codes with per-block, per-KV-head fp32 scales, as the CPU
 // worker stores them). Anything else is INVALID_ARGUMENT naming the flag.
 absl::StatusOr<kernels::CacheDtype> ParseKvsimCacheDtype(std::string_view name);
-// "float32", "float16", "bfloat16", "int8" or "fp8_e4m3".
-const char* CacheDtypeName(kernels::CacheDtype dtype);
+// Names: kernels::CacheDtypeName.
 
 // Bytes of one KV block of `block_size` tokens, all layers, K and V, as
 // the cache engines size it (kernels::BlockBytes: a quantized block's codes

@@ -107,7 +107,9 @@ TEST(KvsimMemoryTest, QuantizedCachesHoldAboutFourTimesTheFloat32Tokens) {
     EXPECT_LT(ratio, 4.0);
     EXPECT_NEAR(ratio, static_cast<double>(fp32_block) / static_cast<double>(quant_block), 0.01);
     // Heads of 128 or more dimensions: the scales are under 1%.
-    if (shape.head_dim >= 128) EXPECT_GT(ratio, 3.95);
+    if (shape.head_dim >= 128) {
+      EXPECT_GT(ratio, 3.95);
+    }
   }
   // Less than a block holds nothing.
   EXPECT_EQ(TokenSlotsInBytes(1 << 20, KvModelShape{}, 16, kernels::CacheDtype::kFloat32), 0);
@@ -126,9 +128,9 @@ TEST(KvsimMemoryTest, CacheDtypeNames) {
     ASSERT_TRUE(d.ok()) << name << ": " << d.status();
     EXPECT_EQ(*d, dtype) << name;
   }
-  EXPECT_STREQ(CacheDtypeName(CacheDtype::kInt8), "int8");
-  EXPECT_STREQ(CacheDtypeName(CacheDtype::kFp8E4m3), "fp8_e4m3");
-  EXPECT_STREQ(CacheDtypeName(CacheDtype::kFloat16), "float16");
+  EXPECT_STREQ(kernels::CacheDtypeName(CacheDtype::kInt8), "int8");
+  EXPECT_STREQ(kernels::CacheDtypeName(CacheDtype::kFp8E4m3), "fp8_e4m3");
+  EXPECT_STREQ(kernels::CacheDtypeName(CacheDtype::kFloat16), "float16");
   absl::StatusOr<CacheDtype> bad = ParseKvsimCacheDtype("fp8_e5m2");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);

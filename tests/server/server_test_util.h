@@ -101,7 +101,7 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   EXPECT_TRUE(worker.ok()) << worker.status();
   if (!worker.ok()) return nullptr;
   const ModelConfig config = (*worker)->config();
-  const std::string kv_cache_dtype(KvCacheDtypeName((*worker)->kv_cache_dtype()));
+  const std::string kv_cache_dtype(kernels::CacheDtypeName((*worker)->kv_cache_dtype()));
   auto group = std::make_unique<CpuWorkerGroup>(std::move(*worker));
   if (setup.group_out != nullptr) *setup.group_out = group.get();
 

@@ -43,14 +43,14 @@ TEST(KvCacheDtypeTest, AnythingElseIsInvalidArgumentNamingTheFlag) {
 }
 
 TEST(KvCacheDtypeTest, Names) {
-  EXPECT_EQ(KvCacheDtypeName(CacheDtype::kFloat32), "float32");
-  EXPECT_EQ(KvCacheDtypeName(CacheDtype::kFloat16), "float16");
-  EXPECT_EQ(KvCacheDtypeName(CacheDtype::kBFloat16), "bfloat16");
-  EXPECT_EQ(KvCacheDtypeName(CacheDtype::kInt8), "int8");
-  EXPECT_EQ(KvCacheDtypeName(CacheDtype::kFp8E4m3), "fp8_e4m3");
+  EXPECT_STREQ(kernels::CacheDtypeName(CacheDtype::kFloat32), "float32");
+  EXPECT_STREQ(kernels::CacheDtypeName(CacheDtype::kFloat16), "float16");
+  EXPECT_STREQ(kernels::CacheDtypeName(CacheDtype::kBFloat16), "bfloat16");
+  EXPECT_STREQ(kernels::CacheDtypeName(CacheDtype::kInt8), "int8");
+  EXPECT_STREQ(kernels::CacheDtypeName(CacheDtype::kFp8E4m3), "fp8_e4m3");
   // A name parses back to its type.
   for (CacheDtype t : {CacheDtype::kInt8, CacheDtype::kFp8E4m3}) {
-    EXPECT_EQ(*ParseCpuKvCacheDtype(KvCacheDtypeName(t)), t);
+    EXPECT_EQ(*ParseCpuKvCacheDtype(kernels::CacheDtypeName(t)), t);
   }
 }
 
