@@ -219,6 +219,34 @@ class FolioServeTest(unittest.TestCase):
         self.assertEqual(left, [])
 
 
+    def test_quantized_kv_cache_serves_what_folio_run_gives(self):
+        # --kv-cache-dtype passes through folio serve to the scheduler and its
+        # worker: one request served over an int8 cache is the offline
+        # engine's on the same cache, token for token.
+        port, worker_base = free_ports(1), free_ports(2)
+        serve = subprocess.Popen(
+            [FOLIO, "serve", "--model", DEMO, "--port", str(port), "--worker-base-port",
+             str(worker_base), "--metrics-port", "0", "--kv-cache-dtype", "int8"],
+            stderr=subprocess.PIPE, text=True)
+        try:
+            args = ["--temperature", "0", "--max-tokens", "24", "--ignore-eos", PROMPT]
+            generated = subprocess.run(
+                [FOLIO, "generate", "--address", f"127.0.0.1:{port}", "--wait-s", "120", *args],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(generated.returncode, 0, generated.stderr)
+            offline = subprocess.run(
+                [FOLIO, "run", "--model", DEMO, "--kv-cache-dtype", "int8", "--prompt", *args[-1:],
+                 *args[:-1]],
+                capture_output=True, text=True, timeout=300)
+            self.assertEqual(offline.returncode, 0, offline.stderr)
+            self.assertEqual(generated.stdout.strip(), offline.stdout.strip())
+            self.assertGreater(len(generated.stdout.split()), 5)
+        finally:
+            serve.send_signal(signal.SIGINT)
+            _, err = serve.communicate(timeout=60)
+        self.assertEqual(serve.returncode, 0, err)
+        self.assertIn("in int8", err)  # the scheduler's "serving ... KV blocks ... in int8" line
+
     def test_taken_default_metrics_port_only_costs_the_metrics(self):
         """Without --metrics-port, `folio serve` leaves the daemons on their
         default metrics ports, where a clash (a second local cluster) is a
