@@ -64,15 +64,15 @@ bool ValidateBlockPairs(std::span<const BlockPair> pairs, int64_t src_blocks,
   return true;
 }
 
-bool ValidateCacheShape(const CacheShape& shape, int64_t elem_bytes,
-                        int64_t bytes_per_block, std::string* error) {
+bool ValidateCacheShape(const CacheShape& shape, CacheDtype dtype, int64_t bytes_per_block,
+                        std::string* error) {
   if (shape.num_kv_heads <= 0 || shape.block_size <= 0 || shape.head_dim <= 0) {
     return Fail(error, "cache shape must be positive");
   }
-  if (BlockElems(shape) * elem_bytes != bytes_per_block) {
-    return Fail(error, "shape needs " + std::to_string(BlockElems(shape) * elem_bytes) +
-                           " bytes per block, view has " +
-                           std::to_string(bytes_per_block));
+  if (BlockBytes(shape, dtype) != bytes_per_block) {
+    return Fail(error, "bytes_per_block " + std::to_string(bytes_per_block) +
+                           " does not match the " + std::to_string(BlockBytes(shape, dtype)) +
+                           " bytes of a " + CacheDtypeName(dtype) + " block of this shape");
   }
   return true;
 }

@@ -66,10 +66,11 @@ bool ValidateBlockPairs(std::span<const BlockPair> pairs, int64_t src_blocks,
                         int64_t dst_blocks, bool same_pool,
                         std::string* error = nullptr);
 
-// Host only. True when the shape is positive and matches the layer's
-// bytes_per_block for elements of `elem_bytes` bytes.
-bool ValidateCacheShape(const CacheShape& shape, int64_t elem_bytes,
-                        int64_t bytes_per_block, std::string* error = nullptr);
+// Host only. True when the shape is positive and the layer's
+// bytes_per_block is BlockBytes(shape, dtype) (quantized blocks: codes and
+// their scales).
+bool ValidateCacheShape(const CacheShape& shape, CacheDtype dtype, int64_t bytes_per_block,
+                        std::string* error = nullptr);
 
 }  // namespace folio::kernels
 

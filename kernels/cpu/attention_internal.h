@@ -207,8 +207,7 @@ struct Scratch {
   Scratch(int32_t max_rows, int32_t hd)
       : buf(static_cast<size_t>(max_rows) * (2 * hd + kTileTokens + 4)),
         limit(max_rows),
-        first(max_rows),
-        kv(static_cast<size_t>(kTileTokens) * hd) {
+        first(max_rows) {
     q = buf.data();
     acc = q + int64_t{max_rows} * hd;
     s = acc + int64_t{max_rows} * hd;
@@ -238,8 +237,17 @@ struct Scratch {
   float* sum;                  // [m] running sum of exp(score - mx)
   float* tmax;                 // [m] tiled prefill: the tile's max
   float* alpha;                // [m] tiled prefill: rescale of earlier tiles
-  std::vector<float> kv;       // [kTileTokens][hd] quantized cache: keys or values widened
+  // [kTileTokens][hd], quantized caches only (sized by WidenScratch): a
+  // piece's or tile's keys or values widened to fp32.
+  std::vector<float> kv;
 };
+
+// Sizes sc.kv for a source whose codes may be widened (a no-op after the
+// first call on a thread's scratch, and for fp32 sources).
+template <class Src>
+static void WidenScratch(const Src& src, Scratch& sc) {
+  if constexpr (Src::kQuantized) sc.kv.resize(static_cast<size_t>(kTileTokens) * src.hd);
+}
 
 // Software prefetch spread over the compute of one piece: the piece after
 // the current one (paged blocks sit at unrelated addresses, which the
@@ -466,13 +474,13 @@ FOLIO_AVX2_FMA void ValuesPiece4(const float* p, const E* v, int32_t run, int32_
 }
 #endif
 
-
 // Calls of Dot8/Dot4/Dot1 (or Axpy*) for a piece: the prefetch steps.
 inline int32_t PieceSteps(int32_t m, int32_t run) {
   return m * (run / 8 + (run % 8) / 4 + run % 4);
 }
 
-// The prefetch steps of ScoresRows / ValuesRows over m rows of a piece.
+// Whether m rows take the four-row loops (ScoresRows / ValuesRows), and the
+// prefetch steps those take over m rows of a piece.
 inline bool RowsOf4(int32_t m) {
 #ifdef FOLIO_ATTENTION_ROWS4
   return m % 4 == 0 && HaveAvx2Fma();
@@ -547,7 +555,7 @@ static FOLIO_SIMD_CLONES void DequantizePiece(const E* __restrict codes, int64_t
 }
 
 // Where the fp32 keys (values) of a piece are: in the fp32 cache itself, or
-// widened into sc.kv (+ kv_offset floats) from a quantized one.
+// widened into kv (scratch sized by WidenScratch) from a quantized one.
 template <class Src>
 FOLIO_ALWAYS_INLINE const float* PieceKv(const Src& src, bool key, int64_t off, int32_t pos,
                                          int32_t run, int32_t head, float* kv) {
@@ -649,6 +657,7 @@ static void AttendRange(const Src& src, Scratch& sc, int32_t groups, int32_t g, 
                  int32_t end) {
   const int32_t hd = src.hd;
   const int32_t m = groups * g;
+  WidenScratch(src, sc);
   // A tile's pieces: runs of positions stored contiguously (a block, or an
   // aligned run of a contiguous cache).
   struct Piece {

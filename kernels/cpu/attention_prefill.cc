@@ -187,6 +187,7 @@ FOLIO_SIMD_CLONES void ValuesTileT(const float* pt, int32_t mp, const float* v,
 template <class Src>
 void AttendRangeTiled(const Src& src, Scratch& sc, int32_t mp, int32_t begin, int32_t end) {
   const int32_t hd = src.hd;
+  WidenScratch(src, sc);
   TilePiece pieces[kTileTokens];
   for (int32_t t0 = begin; t0 < end; t0 += kTileTokens) {
     const int32_t stop = std::min(end, t0 + kTileTokens);

@@ -22,9 +22,9 @@ inline void CopyBlock(const void* src_base, int64_t src_block, void* dst_base,
               static_cast<size_t>(bytes));
 }
 
-// Writes tokens [t0, t1) (all in block `block`, at offsets [lo, ...)) of one
-// tensor (K or V) into a quantized layer: per KV head, set or grow the
-// block's scale, then encode.
+// Writes tokens [t0, t1), all in block `block`, of one tensor (K or V) into
+// a quantized layer: per KV head, set (fresh: the run covers offset 0) or
+// grow the block's scale, then encode.
 template <class Code>
 void WriteQuantizedRun(const float* src, const int64_t* slots, int64_t t0, int64_t t1,
                        int64_t block, bool fresh, const CacheShape& shape, float qmax,
@@ -146,16 +146,7 @@ bool ReshapeAndCache(const float* key, const float* value,
   if (dtype != CacheDtype::kFloat32 && !IsQuantized(dtype)) {
     return Fail(error, "the CPU cache stores fp32, int8 or fp8 e4m3");
   }
-  if (IsQuantized(dtype)) {
-    if (shape.num_kv_heads <= 0 || shape.block_size <= 0 || shape.head_dim <= 0 ||
-        layer.bytes_per_block != BlockBytes(shape, dtype)) {
-      return Fail(error, "bytes_per_block " + std::to_string(layer.bytes_per_block) +
-                             " does not match the quantized block of this shape (" +
-                             std::to_string(BlockBytes(shape, dtype)) + ")");
-    }
-  } else if (!ValidateCacheShape(shape, sizeof(float), layer.bytes_per_block, error)) {
-    return false;
-  }
+  if (!ValidateCacheShape(shape, dtype, layer.bytes_per_block, error)) return false;
   if (num_tokens < 0) return Fail(error, "num_tokens must be non-negative");
   if (num_tokens > 0 && (key == nullptr || value == nullptr || slot_mapping == nullptr)) {
     return Fail(error, "null key, value or slot_mapping");

@@ -124,7 +124,7 @@ cudaError_t ReshapeAndCache(const float* key, const float* value,
                             const CacheShape& shape, CacheDtype dtype,
                             const KvLayerView& layer, cudaStream_t stream) {
   if (!ValidateLayerView(layer) ||
-      !ValidateCacheShape(shape, CacheDtypeBytes(dtype), layer.bytes_per_block) ||
+      !ValidateCacheShape(shape, dtype, layer.bytes_per_block) ||
       num_tokens < 0 || num_tokens > INT_MAX ||
       (num_tokens > 0 && (key == nullptr || value == nullptr || slot_mapping == nullptr))) {
     return cudaErrorInvalidValue;

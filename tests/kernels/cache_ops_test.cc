@@ -307,9 +307,9 @@ TEST(ValidateTest, AcceptsGoodViewAndRejectsBadOnes) {
   EXPECT_TRUE(ValidateBlockPairs(in_range, 8, 8, true, nullptr));
 
   const CacheShape shape{.num_kv_heads = 2, .block_size = 16, .head_dim = 8};
-  EXPECT_TRUE(ValidateCacheShape(shape, 2, 2 * 16 * 8 * 2, &error)) << error;
-  EXPECT_FALSE(ValidateCacheShape(shape, 4, 2 * 16 * 8 * 2, &error));
-  EXPECT_FALSE(ValidateCacheShape(CacheShape{}, 4, 0, &error));
+  EXPECT_TRUE(ValidateCacheShape(shape, CacheDtype::kFloat16, 2 * 16 * 8 * 2, &error)) << error;
+  EXPECT_FALSE(ValidateCacheShape(shape, CacheDtype::kFloat32, 2 * 16 * 8 * 2, &error));
+  EXPECT_FALSE(ValidateCacheShape(CacheShape{}, CacheDtype::kFloat32, 0, &error));
 }
 
 }  // namespace

@@ -284,14 +284,10 @@ TEST(WorkerServiceTest, CallOrderAndRetryableInitialize) {
   bool stopped = false;
   WorkerService::Options options;
   options.on_shutdown = [&] { stopped = true; };
-  WorkerService service(options);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  auto server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  auto stub = v1::Worker::NewStub(Channel(port));
+  InProcessWorker worker(options);
+  ASSERT_NE(worker.server, nullptr);
+  auto& server = worker.server;
+  auto& stub = worker.stub;
 
   auto allocate = [&](uint32_t blocks) {
     grpc::ClientContext ctx;
@@ -378,14 +374,10 @@ TEST(WorkerServiceTest, KvCacheDtypeIsCheckedSizedAndReported) {
 #if defined(FOLIO_HAVE_CUDA_WORKER)
   options.cuda_loader = LoadCudaWorker;  // as folio-worker sets it
 #endif
-  WorkerService service(options);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  auto server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  auto stub = v1::Worker::NewStub(Channel(port));
+  InProcessWorker worker(options);
+  ASSERT_NE(worker.server, nullptr);
+  auto& server = worker.server;
+  auto& stub = worker.stub;
 
   v1::InitializeResponse resp;
   for (const std::string device : {"cpu", "cuda:0"}) {
@@ -440,14 +432,10 @@ TEST(WorkerServiceTest, CudaWithoutADeviceFailsClearlyAndCpuStillWorks) {
 #if defined(FOLIO_HAVE_CUDA_WORKER)
   options.cuda_loader = LoadCudaWorker;  // as folio-worker sets it
 #endif
-  WorkerService service(options);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  auto server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  auto stub = v1::Worker::NewStub(Channel(port));
+  InProcessWorker worker(options);
+  ASSERT_NE(worker.server, nullptr);
+  auto& server = worker.server;
+  auto& stub = worker.stub;
 
   v1::InitializeResponse resp;
   for (const std::string device : {"cuda", "cuda:0", "cuda:3"}) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,6 +41,22 @@ inline std::shared_ptr<grpc::Channel> Channel(int port) {
   return grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
                                    grpc::InsecureChannelCredentials(), args);
 }
+
+// A WorkerService with `options`, served in this process on a free port,
+// and a stub to it (server null when it did not start).
+struct InProcessWorker {
+  explicit InProcessWorker(WorkerService::Options options) : service(std::move(options)) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+    if (server != nullptr) stub = v1::Worker::NewStub(Channel(port));
+  }
+  WorkerService service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1::Worker::Stub> stub;
+};
 
 // Greedy tokens of the in-process worker (TP = 1) with the same pools.
 inline std::vector<std::vector<TokenId>> Reference(const std::vector<testing::Prompt>& prompts,
