@@ -323,6 +323,13 @@ FOLIO_ALWAYS_INLINE void StoreV8(float* p, V8 v) { __builtin_memcpy(p, &v, sizeo
 // as fp32. Picked at run time on CPUs with AVX2 and FMA; elsewhere the
 // one-row loops above serve. Intrinsics, not vector extensions: GCC widens
 // 8-byte vectors lane by lane.
+// Keys a ScoresPiece4 step takes for keys of type E: three (12 accumulators,
+// 3 keys and a query fill the 16 AVX2 registers), two for fp8 codes, whose
+// decoding needs registers of its own (at three keys it spilled and ran 10%
+// slower; int8 ran 10-20% faster than at two).
+template <class E>
+constexpr int32_t kScoreKeys = std::is_same_v<E, Fp8E4m3> ? 2 : 3;
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FOLIO_ATTENTION_ROWS4 1
 #define FOLIO_AVX2_FMA __attribute__((target("avx2,fma")))
@@ -359,60 +366,69 @@ FOLIO_AVX2_FMA inline __attribute__((always_inline)) float Sum8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
 }
 
-// s[r][j] = scale * q_r . k_j for rows r < 4 (hd apart; s rows kTileTokens
-// apart) and the `run` keys at k, two keys at a time. hd: a multiple of 8.
-// E: fp32 keys (scale 1), or a quantized cache's codes and their scale.
+// The four sums of a, b, c and d's lanes, in that order.
+FOLIO_AVX2_FMA inline __attribute__((always_inline)) __m128 Sum8x4(__m256 a, __m256 b, __m256 c,
+                                                                  __m256 d) {
+  const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+// s[r][j] = scale * q_r . k_j for rows r < 4 (q rows hd apart, s rows
+// kTileTokens apart) and the K keys at k (hd apart). Each key vector is
+// loaded once for the four rows and each query vector once for the K keys:
+// at K = 3 the loop issues 7 loads per 12 FMAs (two keys: 10 per 8), so it
+// is bound by the FMAs, and 12 accumulators + 3 keys + 1 query fill the 16
+// registers. hd: a multiple of 8.
+template <int K, class E>
+FOLIO_AVX2_FMA inline __attribute__((always_inline)) void ScoreKeys4(const float* q, const E* k,
+                                                                    int32_t hd, float scale,
+                                                                    float* s) {
+  __m256 a[4][K];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < K; ++j) a[r][j] = _mm256_setzero_ps();
+  }
+  for (int32_t d = 0; d < hd; d += 8) {
+    __m256 x[K];
+#pragma GCC unroll 4
+    for (int j = 0; j < K; ++j) x[j] = LoadKv8(k + int64_t{j} * hd + d);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m256 y = _mm256_loadu_ps(q + int64_t{r} * hd + d);
+#pragma GCC unroll 4
+      for (int j = 0; j < K; ++j) a[r][j] = _mm256_fmadd_ps(y, x[j], a[r][j]);
+    }
+  }
+  // Key j's four row sums at once, scaled, one lane to each row.
+#pragma GCC unroll 4
+  for (int j = 0; j < K; ++j) {
+    const __m128 v = _mm_mul_ps(Sum8x4(a[0][j], a[1][j], a[2][j], a[3][j]), _mm_set1_ps(scale));
+    _mm_store_ss(s + j, v);
+    _MM_EXTRACT_FLOAT(s[kTileTokens + j], v, 1);
+    _MM_EXTRACT_FLOAT(s[2 * kTileTokens + j], v, 2);
+    _MM_EXTRACT_FLOAT(s[3 * kTileTokens + j], v, 3);
+  }
+}
+
+// s[r][j] = scale * q_r . k_j for rows r < 4 and the `run` keys at k,
+// kScoreKeys<E> keys a step (one prefetch step each), the last few in a
+// shorter step. E: fp32 keys (scale 1), or a quantized cache's codes
+// and their scale.
 template <class E>
 FOLIO_AVX2_FMA void ScoresPiece4(const float* q, const E* k, int32_t run, int32_t hd, float scale,
                                  float* s, PrefetchCursor& pf) {
-  const float* q0 = q;
-  const float* q1 = q0 + hd;
-  const float* q2 = q1 + hd;
-  const float* q3 = q2 + hd;
   int32_t j = 0;
-  for (; j + 2 <= run; j += 2) {
-    const E* k0 = k + int64_t{j} * hd;
-    const E* k1 = k0 + hd;
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
-    __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-    for (int32_t d = 0; d < hd; d += 8) {
-      const __m256 x0 = LoadKv8(k0 + d), x1 = LoadKv8(k1 + d);
-      __m256 y = _mm256_loadu_ps(q0 + d);
-      a00 = _mm256_fmadd_ps(y, x0, a00), a01 = _mm256_fmadd_ps(y, x1, a01);
-      y = _mm256_loadu_ps(q1 + d);
-      a10 = _mm256_fmadd_ps(y, x0, a10), a11 = _mm256_fmadd_ps(y, x1, a11);
-      y = _mm256_loadu_ps(q2 + d);
-      a20 = _mm256_fmadd_ps(y, x0, a20), a21 = _mm256_fmadd_ps(y, x1, a21);
-      y = _mm256_loadu_ps(q3 + d);
-      a30 = _mm256_fmadd_ps(y, x0, a30), a31 = _mm256_fmadd_ps(y, x1, a31);
-    }
-    // The eight horizontal sums at once: (row r, key j) -> lane 2r + j of
-    // rows01 / rows23, scaled, stored two keys per row.
-    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a00, a01), _mm256_hadd_ps(a10, a11));
-    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a20, a21), _mm256_hadd_ps(a30, a31));
-    const __m128 sc = _mm_set1_ps(scale);
-    const __m128 rows01 = _mm_mul_ps(
-        _mm_add_ps(_mm256_castps256_ps128(u0), _mm256_extractf128_ps(u0, 1)), sc);
-    const __m128 rows23 = _mm_mul_ps(
-        _mm_add_ps(_mm256_castps256_ps128(u1), _mm256_extractf128_ps(u1, 1)), sc);
-    _mm_storel_pi(reinterpret_cast<__m64*>(s + j), rows01);
-    _mm_storeh_pi(reinterpret_cast<__m64*>(s + kTileTokens + j), rows01);
-    _mm_storel_pi(reinterpret_cast<__m64*>(s + 2 * kTileTokens + j), rows23);
-    _mm_storeh_pi(reinterpret_cast<__m64*>(s + 3 * kTileTokens + j), rows23);
+  constexpr int32_t kKeys = kScoreKeys<E>;
+  for (; j + kKeys <= run; j += kKeys) {
+    ScoreKeys4<kKeys>(q, k + int64_t{j} * hd, hd, scale, s + j);
     pf.Step();
   }
-  if (j < run) {  // an odd last key
-    const E* k0 = k + int64_t{j} * hd;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int32_t d = 0; d < hd; d += 8) {
-      const __m256 x = LoadKv8(k0 + d);
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), x, a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + d), x, a1);
-      a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q2 + d), x, a2);
-      a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q3 + d), x, a3);
-    }
-    s[j] = Sum8(a0) * scale, s[kTileTokens + j] = Sum8(a1) * scale;
-    s[2 * kTileTokens + j] = Sum8(a2) * scale, s[3 * kTileTokens + j] = Sum8(a3) * scale;
+  if (run - j == 2) {
+    ScoreKeys4<2>(q, k + int64_t{j} * hd, hd, scale, s + j);
+    pf.Step();
+  } else if (run - j == 1) {
+    ScoreKeys4<1>(q, k + int64_t{j} * hd, hd, scale, s + j);
     pf.Step();
   }
 }
@@ -488,8 +504,9 @@ inline bool RowsOf4(int32_t m) {
   return false;
 #endif
 }
-inline int32_t ScoreSteps(int32_t m, int32_t run) {
-  return RowsOf4(m) ? m / 4 * ((run + 1) / 2) : PieceSteps(m, run);
+template <class E>
+int32_t ScoreSteps(int32_t m, int32_t run) {
+  return RowsOf4(m) ? m / 4 * ((run + kScoreKeys<E> - 1) / kScoreKeys<E>) : PieceSteps(m, run);
 }
 inline int32_t ValueSteps(int32_t m, int32_t run, int32_t hd) {
   return RowsOf4(m) ? m / 4 * (hd / 16) : PieceSteps(m, run);
@@ -621,8 +638,10 @@ static FOLIO_SIMD_CLONES void SoftmaxTileRow(Scratch& sc, int32_t r, int32_t t0,
     return;
   }
   float mt = kNegInf;
+  // This form of max, not std::max(mt, s[t]): GCC 12 leaves that one scalar
+  // here (a chain of vmaxss, 40% of the softmax's time with an int8 cache).
 #pragma omp simd reduction(max : mt)
-  for (int32_t t = lo; t < valid; ++t) mt = std::max(mt, s[t]);
+  for (int32_t t = lo; t < valid; ++t) mt = s[t] > mt ? s[t] : mt;
   const float m_old = sc.mx[r];
   const float m_new = std::max(m_old, mt);
   if (m_new > m_old) {
@@ -710,7 +729,7 @@ static void AttendRange(const Src& src, Scratch& sc, int32_t groups, int32_t g, 
     for (int32_t i = 0; i < n_cur; ++i) {
       const Piece& c = cur[i];
       for (int32_t j = 0; j < groups; ++j) {
-        prefetch_for(i * groups + j, ScoreSteps(g, c.run));
+        prefetch_for(i * groups + j, ScoreSteps<typename Src::Elem>(g, c.run));
         ScoresRows(src, c.off + j * src.head_stride, c.pos, c.run, j, sc.q + int64_t{j} * g * hd,
                    g, sc.s + j * g * kTileTokens + (c.pos - t0), sc.kv.data(), pf);
       }
