@@ -323,12 +323,17 @@ FOLIO_ALWAYS_INLINE void StoreV8(float* p, V8 v) { __builtin_memcpy(p, &v, sizeo
 // as fp32. Picked at run time on CPUs with AVX2 and FMA; elsewhere the
 // one-row loops above serve. Intrinsics, not vector extensions: GCC widens
 // 8-byte vectors lane by lane.
+//
 // Keys a ScoresPiece4 step takes for keys of type E: three (12 accumulators,
 // 3 keys and a query fill the 16 AVX2 registers), two for fp8 codes, whose
 // decoding needs registers of its own (at three keys it spilled and ran 10%
 // slower; int8 ran 10-20% faster than at two).
 template <class E>
 constexpr int32_t kScoreKeys = std::is_same_v<E, Fp8E4m3> ? 2 : 3;
+// Value vectors (8 dimensions each) a ValuesPiece4 step takes: two (8
+// accumulators). Three measured no faster on an int8 cache (each value
+// vector already feeds four FMAs from registers).
+constexpr int32_t kValueVectors = 2;
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FOLIO_ATTENTION_ROWS4 1
@@ -434,59 +439,60 @@ FOLIO_AVX2_FMA void ScoresPiece4(const float* q, const E* k, int32_t run, int32_
 }
 
 // acc_r += scale * sum_j p[r][j] * v_j for rows r < 4 (p rows kTileTokens
-// apart, acc rows hd apart) and the `run` values at v, 16 dimensions at a
-// time with the eight accumulators in registers across all the keys. E as
-// in ScoresPiece4.
+// apart, acc rows hd apart) over the `run` values at v (hd apart), for the
+// V * 8 dimensions at v and acc, the 4 * V accumulators in registers across
+// all the values: each value vector is loaded once for the four rows.
+template <int V, class E>
+FOLIO_AVX2_FMA inline __attribute__((always_inline)) void ValueDims4(const float* p, const E* v,
+                                                                    int32_t run, int32_t hd,
+                                                                    __m256 scale, float* acc) {
+  __m256 a[4][V];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+#pragma GCC unroll 4
+    for (int i = 0; i < V; ++i) a[r][i] = _mm256_setzero_ps();
+  }
+  const E* vr = v;
+  for (int32_t j = 0; j < run; ++j, vr += hd) {
+    __m256 x[V];
+#pragma GCC unroll 4
+    for (int i = 0; i < V; ++i) x[i] = LoadKv8(vr + 8 * i);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const __m256 w = _mm256_broadcast_ss(p + r * kTileTokens + j);
+#pragma GCC unroll 4
+      for (int i = 0; i < V; ++i) a[r][i] = _mm256_fmadd_ps(w, x[i], a[r][i]);
+    }
+  }
+  // The piece's sums started at zero and join acc once, times the scale.
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+#pragma GCC unroll 4
+    for (int i = 0; i < V; ++i) {
+      float* c = acc + int64_t{r} * hd + 8 * i;
+      _mm256_storeu_ps(c, _mm256_fmadd_ps(a[r][i], scale, _mm256_loadu_ps(c)));
+    }
+  }
+}
+
+// acc_r += scale * sum_j p[r][j] * v_j for rows r < 4 and the `run` values
+// at v, kValueVectors * 8 dimensions a step (one prefetch step each), the
+// last 8 (head_dim 8 mod 16) in a shorter step. E as in ScoresPiece4.
 template <class E>
 FOLIO_AVX2_FMA void ValuesPiece4(const float* p, const E* v, int32_t run, int32_t hd, float scale,
                                  float* acc, PrefetchCursor& pf) {
-  const float* p0 = p;
-  const float* p1 = p0 + kTileTokens;
-  const float* p2 = p1 + kTileTokens;
-  const float* p3 = p2 + kTileTokens;
-  float* c0 = acc;
-  float* c1 = c0 + hd;
-  float* c2 = c1 + hd;
-  float* c3 = c2 + hd;
-  // The piece's sums start at zero and join acc once, times the scale.
+  static_assert(kValueVectors == 2, "the tail below takes the one vector left");
+  constexpr int32_t kDims = 8 * kValueVectors;
   const __m256 sv = _mm256_set1_ps(scale);
-#define FOLIO_ADD_TO(c, sum) _mm256_storeu_ps(c, _mm256_fmadd_ps(sum, sv, _mm256_loadu_ps(c)))
   int32_t d = 0;
-  for (; d + 16 <= hd; d += 16) {
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
-    __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-    const E* vr = v + d;
-    for (int32_t j = 0; j < run; ++j, vr += hd) {
-      const __m256 x0 = LoadKv8(vr), x1 = LoadKv8(vr + 8);
-      __m256 w = _mm256_broadcast_ss(p0 + j);
-      a00 = _mm256_fmadd_ps(w, x0, a00), a01 = _mm256_fmadd_ps(w, x1, a01);
-      w = _mm256_broadcast_ss(p1 + j);
-      a10 = _mm256_fmadd_ps(w, x0, a10), a11 = _mm256_fmadd_ps(w, x1, a11);
-      w = _mm256_broadcast_ss(p2 + j);
-      a20 = _mm256_fmadd_ps(w, x0, a20), a21 = _mm256_fmadd_ps(w, x1, a21);
-      w = _mm256_broadcast_ss(p3 + j);
-      a30 = _mm256_fmadd_ps(w, x0, a30), a31 = _mm256_fmadd_ps(w, x1, a31);
-    }
-    FOLIO_ADD_TO(c0 + d, a00), FOLIO_ADD_TO(c0 + d + 8, a01);
-    FOLIO_ADD_TO(c1 + d, a10), FOLIO_ADD_TO(c1 + d + 8, a11);
-    FOLIO_ADD_TO(c2 + d, a20), FOLIO_ADD_TO(c2 + d + 8, a21);
-    FOLIO_ADD_TO(c3 + d, a30), FOLIO_ADD_TO(c3 + d + 8, a31);
+  for (; d + kDims <= hd; d += kDims) {
+    ValueDims4<kValueVectors>(p, v + d, run, hd, sv, acc + d);
     pf.Step();
   }
-  for (; d < hd; d += 8) {  // head_dim 8 mod 16
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    const E* vr = v + d;
-    for (int32_t j = 0; j < run; ++j, vr += hd) {
-      const __m256 x = LoadKv8(vr);
-      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p0 + j), x, a0);
-      a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p1 + j), x, a1);
-      a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p2 + j), x, a2);
-      a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(p3 + j), x, a3);
-    }
-    FOLIO_ADD_TO(c0 + d, a0), FOLIO_ADD_TO(c1 + d, a1);
-    FOLIO_ADD_TO(c2 + d, a2), FOLIO_ADD_TO(c3 + d, a3);
+  if (d < hd) {
+    ValueDims4<1>(p, v + d, run, hd, sv, acc + d);
+    pf.Step();
   }
-#undef FOLIO_ADD_TO
 }
 #endif
 
@@ -509,7 +515,8 @@ int32_t ScoreSteps(int32_t m, int32_t run) {
   return RowsOf4(m) ? m / 4 * ((run + kScoreKeys<E> - 1) / kScoreKeys<E>) : PieceSteps(m, run);
 }
 inline int32_t ValueSteps(int32_t m, int32_t run, int32_t hd) {
-  return RowsOf4(m) ? m / 4 * (hd / 16) : PieceSteps(m, run);
+  constexpr int32_t kDims = 8 * kValueVectors;
+  return RowsOf4(m) ? m / 4 * ((hd + kDims - 1) / kDims) : PieceSteps(m, run);
 }
 
 // Scores s[r][j] = q_r . k_j for the `run` contiguous key rows at k.

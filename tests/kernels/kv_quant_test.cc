@@ -461,6 +461,8 @@ std::vector<AttentionCase> AttentionCases() {
     cases.push_back({dt, 16, 4, 64, 16, {37, 200, 1, 64, 129, 90, 17, 300}, {1, 1, 1, 1, 1, 1, 1, 1}});
     cases.push_back({dt, 4, 4, 128, 8, {50, 77, 3}, {1, 1, 1}});
     cases.push_back({dt, 32, 8, 128, 16, {260, 33}, {1, 1}, 100});
+    // head_dim 8 mod 16: the four-row loops' one-vector tail.
+    cases.push_back({dt, 8, 2, 72, 16, {70, 5}, {1, 1}});
     // Prefill: long chunks (the tiled path), short ones and mixed batches (the generic path).
     cases.push_back({dt, 8, 2, 64, 16, {120, 70}, {120, 30}});
     cases.push_back({dt, 4, 4, 64, 16, {45, 9, 200}, {5, 1, 64}});
