@@ -365,12 +365,6 @@ FOLIO_AVX2_FMA inline __attribute__((always_inline)) __m256 LoadKv8(const Fp8E4m
   return _mm256_or_ps(value, _mm256_castsi256_ps(sign));
 }
 
-FOLIO_AVX2_FMA inline __attribute__((always_inline)) float Sum8(__m256 v) {
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
-}
-
 // The four sums of a, b, c and d's lanes, in that order.
 FOLIO_AVX2_FMA inline __attribute__((always_inline)) __m128 Sum8x4(__m256 a, __m256 b, __m256 c,
                                                                   __m256 d) {
@@ -644,11 +638,7 @@ static FOLIO_SIMD_CLONES void SoftmaxTileRow(Scratch& sc, int32_t r, int32_t t0,
     std::fill(s, s + n, 0.0f);
     return;
   }
-  float mt = kNegInf;
-  // This form of max, not std::max(mt, s[t]): GCC 12 leaves that one scalar
-  // here (a chain of vmaxss, 40% of the softmax's time with an int8 cache).
-#pragma omp simd reduction(max : mt)
-  for (int32_t t = lo; t < valid; ++t) mt = s[t] > mt ? s[t] : mt;
+  const float mt = MaxOf(s + lo, valid - lo);
   const float m_old = sc.mx[r];
   const float m_new = std::max(m_old, mt);
   if (m_new > m_old) {

@@ -34,9 +34,7 @@ FOLIO_SIMD_CLONES void LogSoftmax(std::span<const float> in, std::span<float> ou
   const float* x = in.data();
   float* o = out.data();  // may be x: each element is read before it is written
   const size_t n = in.size();
-  float max = kNegInf;
-#pragma omp simd reduction(max : max)
-  for (size_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  const float max = MaxOf(x, static_cast<int64_t>(n));
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (size_t i = 0; i < n; ++i) sum += static_cast<double>(FastExp(x[i] - max));
