@@ -35,7 +35,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxThreads = 512;
 
-constexpr char kUsage[] =
+constexpr char kBenchUsage[] =
     "usage: folio bench --backend grpc|openai --address HOST:PORT --num-prompts N\n"
     "                   (--request-rate R | --max-concurrency C) [--json FILE] [flags]\n"
     "Benchmarks a running folio cluster (folio serve) like vLLM's bench serve.\n"
@@ -43,7 +43,7 @@ constexpr char kUsage[] =
     "cannot be reached, 2 for bad flags.\n";
 
 int BadFlag(const std::string& message) {
-  std::fprintf(stderr, "folio bench: %s\n%s", message.c_str(), kUsage);
+  std::fprintf(stderr, "folio bench: %s\n%s", message.c_str(), kBenchUsage);
   return 2;
 }
 
@@ -76,7 +76,7 @@ int BenchMain(int argc, char** argv) {
                "meeting all of them");
   for (int i = 0; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::printf("%s%s", kUsage, flags.Help().c_str());
+      std::printf("%s%s", kBenchUsage, flags.Help().c_str());
       return 0;
     }
   }

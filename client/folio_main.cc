@@ -24,7 +24,7 @@
 namespace folio {
 namespace {
 
-constexpr char kUsage[] = R"(usage: folio run --model DIR (--prompt TEXT | --prompts-file FILE.jsonl) [options]
+constexpr char kRunUsage[] = R"(usage: folio run --model DIR (--prompt TEXT | --prompts-file FILE.jsonl) [options]
 
 Sampling:
   --max-tokens N      (16)       --temperature T (1.0; 0 = greedy)
@@ -145,7 +145,7 @@ Flags Parse(int argc, char** argv) {
     SamplingParams& s = f.sampling;
     OfflineEngine::Options& e = f.engine;
     f.given.push_back(flag);
-    if (flag == "--help" || flag == "-h") { std::fputs(kUsage, stdout); std::exit(0); }
+    if (flag == "--help" || flag == "-h") { std::fputs(kRunUsage, stdout); std::exit(0); }
     else if (flag == "--model") e.model_dir = value();
     else if (flag == "--prompt") f.prompt = value();
     else if (flag == "--prompts-file") f.prompts_file = value();

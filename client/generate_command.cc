@@ -32,7 +32,7 @@
 namespace folio {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kGenerateUsage[] =
     "usage: folio generate [flags] PROMPT\n"
     "Streams a generation from a running folio cluster (folio serve).\n";
 
@@ -119,16 +119,16 @@ int GenerateMain(int argc, char** argv) {
   flags.Double("wait-s", &wait_s, "wait this long for the server to come up");
   for (int i = 0; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::printf("%s%s", kUsage, flags.Help().c_str());
+      std::printf("%s%s", kGenerateUsage, flags.Help().c_str());
       return 0;
     }
   }
   if (absl::Status s = flags.Parse(argc, argv, 0); !s.ok()) {
-    std::fprintf(stderr, "folio generate: %s\n%s", std::string(s.message()).c_str(), kUsage);
+    std::fprintf(stderr, "folio generate: %s\n%s", std::string(s.message()).c_str(), kGenerateUsage);
     return 2;
   }
   if (flags.positional().size() != 1) {
-    std::fprintf(stderr, "folio generate: give exactly one PROMPT\n%s", kUsage);
+    std::fprintf(stderr, "folio generate: give exactly one PROMPT\n%s", kGenerateUsage);
     return 2;
   }
 

@@ -32,7 +32,7 @@
 namespace folio {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kServeUsage[] =
     "usage: folio serve [--model DIR] [--tensor-parallel-size N | --tp N] [--port 50051]\n"
     "                   [--http-port 8000 (OpenAI HTTP API; 0 = off)]\n"
     "                   [--worker-base-port 50061] [--metrics-port 9400 (workers: +1+rank; 0 = off)]\n"
@@ -319,7 +319,7 @@ int ServeMain(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
+      std::fputs(kServeUsage, stdout);
       return 0;
     } else if (a == "--model") {
       model = value();

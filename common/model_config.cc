@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/text_file.h"
+#include "common/json_text.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {
@@ -29,13 +30,6 @@ constexpr ArchInfo kArchs[] = {
     {"MistralForCausalLM", "mistral", ModelArchitecture::kMistral, 4096 * 32},
     {"Qwen2ForCausalLM", "qwen2", ModelArchitecture::kQwen2, 32768},
 };
-
-// A JSON value for an error message, cut short if long.
-std::string Show(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
 
 // Typed access to the fields of one JSON object; every error names `source`
 // and the field (with `prefix`, e.g. "rope_scaling.").
@@ -61,11 +55,11 @@ class Fields {
 
   absl::StatusOr<int32_t> IntValue(const char* field, const json& v) const {
     if (!v.is_number_integer()) {
-      return Error(field, absl::StrCat("expected an integer, got ", Show(v)));
+      return Error(field, absl::StrCat("expected an integer, got ", JsonSnippet(v)));
     }
     if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{INT32_MAX}
                                : (v.get<int64_t>() > INT32_MAX || v.get<int64_t>() < INT32_MIN)) {
-      return Error(field, absl::StrCat("integer out of range: ", Show(v)));
+      return Error(field, absl::StrCat("integer out of range: ", JsonSnippet(v)));
     }
     return static_cast<int32_t>(v.get<int64_t>());
   }
@@ -92,10 +86,10 @@ class Fields {
   absl::StatusOr<float> PositiveFloat(const char* field, float fallback) const {
     const json* v = Get(field);
     if (v == nullptr) return fallback;
-    if (!v->is_number()) return Error(field, absl::StrCat("expected a number, got ", Show(*v)));
+    if (!v->is_number()) return Error(field, absl::StrCat("expected a number, got ", JsonSnippet(*v)));
     double d = v->get<double>();
     if (!(d > 0.0) || !std::isfinite(d) || d > std::numeric_limits<float>::max()) {
-      return Error(field, absl::StrCat("must be a positive finite number, got ", Show(*v)));
+      return Error(field, absl::StrCat("must be a positive finite number, got ", JsonSnippet(*v)));
     }
     return static_cast<float>(d);
   }
@@ -103,14 +97,14 @@ class Fields {
   absl::StatusOr<bool> Bool(const char* field, bool fallback) const {
     const json* v = Get(field);
     if (v == nullptr) return fallback;
-    if (!v->is_boolean()) return Error(field, absl::StrCat("expected true or false, got ", Show(*v)));
+    if (!v->is_boolean()) return Error(field, absl::StrCat("expected true or false, got ", JsonSnippet(*v)));
     return v->get<bool>();
   }
 
   absl::StatusOr<std::optional<std::string>> OptionalString(const char* field) const {
     const json* v = Get(field);
     if (v == nullptr) return std::optional<std::string>();
-    if (!v->is_string()) return Error(field, absl::StrCat("expected a string, got ", Show(*v)));
+    if (!v->is_string()) return Error(field, absl::StrCat("expected a string, got ", JsonSnippet(*v)));
     return std::optional<std::string>(v->get<std::string>());
   }
 
@@ -139,11 +133,11 @@ absl::Status ParseArchitecture(const Fields& f, ModelConfig& c) {
   if (const json* archs = f.Get("architectures")) {
     if (!archs->is_array() || archs->empty()) {
       return f.Error("architectures", absl::StrCat("expected a non-empty list of strings, got ",
-                                                   Show(*archs)));
+                                                   JsonSnippet(*archs)));
     }
     for (const json& a : *archs) {
       if (!a.is_string()) {
-        return f.Error("architectures", absl::StrCat("expected strings, got ", Show(a)));
+        return f.Error("architectures", absl::StrCat("expected strings, got ", JsonSnippet(a)));
       }
       names.push_back(a.get<std::string>());
       for (const ArchInfo& info : kArchs) {
@@ -186,7 +180,7 @@ absl::Status ParseWindowedLayers(const Fields& f, ModelConfig& c) {
   if (const json* types = f.Get("layer_types")) {
     if (!types->is_array() || types->size() != static_cast<size_t>(c.num_layers)) {
       return f.Error("layer_types", absl::StrCat("expected a list of ", c.num_layers,
-                                                 " layer types, got ", Show(*types)));
+                                                 " layer types, got ", JsonSnippet(*types)));
     }
     c.sliding_window_layers.clear();
     for (const json& t : *types) {
@@ -194,7 +188,7 @@ absl::Status ParseWindowedLayers(const Fields& f, ModelConfig& c) {
         c.sliding_window_layers.push_back(t == "sliding_attention");
       } else {
         return f.Error("layer_types",
-                       absl::StrCat("unsupported layer type ", Show(t),
+                       absl::StrCat("unsupported layer type ", JsonSnippet(t),
                                     " (supported: sliding_attention, full_attention)"));
       }
     }
@@ -295,7 +289,7 @@ absl::Status ParseRope(const json& root, std::string_view source, ModelConfig& c
   const json* rs = f.Get(key);
   if (rs == nullptr) return absl::OkStatus();
   if (!rs->is_object()) {
-    return f.Error(key, absl::StrCat("expected an object or null, got ", Show(*rs)));
+    return f.Error(key, absl::StrCat("expected an object or null, got ", JsonSnippet(*rs)));
   }
   Fields r(*rs, source, absl::StrCat(key, "."));
   const char* type_field = rs->contains("rope_type") ? "rope_type" : "type";
@@ -399,7 +393,7 @@ absl::Status ParseDType(const Fields& f, ModelConfig& c) {
 absl::StatusOr<ModelConfig> ParseObject(const json& root, std::string_view source) {
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(std::string(source), ": expected a JSON object, got ", Show(root)));
+        absl::StrCat(std::string(source), ": expected a JSON object, got ", JsonSnippet(root)));
   }
   Fields f(root, source);
   ModelConfig c;

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_text.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {
@@ -40,12 +41,6 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
     default:
       return absl::UnavailableError(msg);
   }
-}
-
-std::string Show(const json& v) {
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
 }
 
 bool ParseDTypeName(const std::string& s, DType* out) {
@@ -148,7 +143,7 @@ absl::Status SafetensorsFile::ParseHeader() {
     auto bad = [&](std::string_view why) {
       return corrupt(absl::StrCat("tensor ", name, ": ", std::string(why)));
     };
-    if (!entry.is_object()) return bad(absl::StrCat("expected an object, got ", Show(entry)));
+    if (!entry.is_object()) return bad(absl::StrCat("expected an object, got ", JsonSnippet(entry)));
     auto dtype_it = entry.find("dtype");
     auto shape_it = entry.find("shape");
     auto offsets_it = entry.find("data_offsets");
@@ -171,7 +166,7 @@ absl::Status SafetensorsFile::ParseHeader() {
     for (const json& d : *shape_it) {
       if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t{INT64_MAX}) {
         return bad(absl::StrCat("shape entries must be non-negative integers, got ",
-                                Show(*shape_it)));
+                                JsonSnippet(*shape_it)));
       }
       uint64_t dim = d.get<uint64_t>();
       if (__builtin_mul_overflow(elems, dim, &elems)) return bad("shape overflows");

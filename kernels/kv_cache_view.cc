@@ -3,15 +3,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/fail.h"
+
 namespace folio::kernels {
-namespace {
-
-bool Fail(std::string* error, std::string message) {
-  if (error != nullptr) *error = std::move(message);
-  return false;
-}
-
-}  // namespace
 
 bool KvCacheView::Validate(std::string* error) const {
   if (num_layers < 1 || num_layers > kMaxLayers) {

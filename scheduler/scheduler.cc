@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "scheduler/assign_few.h"
 #include "scheduler/prefetch.h"
 #include "scheduler/reservation_space.h"
 
@@ -242,18 +243,6 @@ bool Scheduler::Commit(Request& r, const std::vector<int32_t>& counts, bool samp
 }
 
 namespace {
-
-// `v.assign(first, last)`, cheaper for the one element a decode step
-// carries: InlinedVector::assign costs ~40 instructions more than push_back.
-template <typename Vec, typename It>
-void AssignFew(Vec& v, It first, It last) {
-  if (last - first == 1) {
-    v.clear();
-    v.push_back(*first);
-  } else {
-    v.assign(first, last);
-  }
-}
 
 // Fetches what scheduling a sequence reads beyond the sequence itself: its
 // block-table tail and the tokens the plan carries.

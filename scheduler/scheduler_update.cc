@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "scheduler/assign_few.h"
 #include "scheduler/beam_search.h"
 #include "scheduler/prefetch.h"
 #include "scheduler/reservation_space.h"
@@ -23,18 +24,6 @@ const RequestOutput& EmptyRequestOutput() {
 const SequenceOutput& EmptySequenceOutput() {
   static const SequenceOutput empty{};
   return empty;
-}
-
-// `v.assign(first, last)`, cheaper for the one element a decode step
-// carries: InlinedVector::assign costs ~40 instructions more than push_back.
-template <typename Vec, typename It>
-void AssignFew(Vec& v, It first, It last) {
-  if (last - first == 1) {
-    v.clear();
-    v.push_back(*first);
-  } else {
-    v.assign(first, last);
-  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // How `folio bench` talks to a server: one implementation per protocol
 // (grpc_backend.h, openai_backend.h).
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -12,6 +13,11 @@
 #include "client/bench/workload.h"
 
 namespace folio::bench {
+
+// Seconds from `t` to now on the steady clock: what every record's times are in.
+inline double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 struct ServerInfo {
   std::string model_name;

@@ -11,8 +11,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 std::string Describe(const grpc::Status& s) {
   return absl::StrCat("gRPC status ", static_cast<int>(s.error_code()), ": ", s.error_message());
 }
@@ -61,14 +59,14 @@ class GrpcBackend : public Backend {
         got_finished = true;
         continue;
       }
-      const double t = Since(sent);
+      const double t = SecondsSince(sent);
       for (const v1::SequenceDelta& d : response.chunk().deltas()) {
         for (int i = 0; i < d.token_ids_size(); ++i) rec.token_times.push_back(t);
         streamed += d.token_ids_size();
       }
     }
     grpc::Status s = reader->Finish();
-    rec.e2e = Since(sent);
+    rec.e2e = SecondsSince(sent);
     if (!rec.token_times.empty()) rec.ttft = rec.token_times.front();
     rec.prompt_tokens = got_finished ? static_cast<int32_t>(finished.usage().prompt_tokens())
                                      : static_cast<int32_t>(request.prompt_token_ids.size());

@@ -21,8 +21,6 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 class OpenAiBackend : public Backend {
  public:
   explicit OpenAiBackend(const BackendOptions& options) : options_(options) {
@@ -93,7 +91,7 @@ class OpenAiBackend : public Backend {
       if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
         const nlohmann::json& c = j["choices"][0];
         if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty()) {
-          rec.token_times.push_back(Since(sent));
+          rec.token_times.push_back(SecondsSince(sent));
         }
       }
     };
@@ -108,7 +106,7 @@ class OpenAiBackend : public Backend {
         pending.erase(0, end + 2);
       }
     }, &status, &error, [&](int s) { status = s; });
-    rec.e2e = Since(sent);
+    rec.e2e = SecondsSince(sent);
     if (!rec.token_times.empty()) rec.ttft = rec.token_times.front();
     if (error.empty() && status != 200) error = absl::StrCat("HTTP ", status, ": ", raw);
     if (error.empty() && !done) error = "the stream ended without [DONE]";

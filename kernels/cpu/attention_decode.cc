@@ -10,17 +10,9 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_internal.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/fail.h"
 
 namespace folio::kernels {
-namespace {
-
-bool Fail(std::string* error, std::string message) {
-  if (error != nullptr) *error = std::move(message);
-  return false;
-}
-
-}  // namespace
-
 namespace cpu {
 namespace {
 

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_prefetch.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/kv_quant.h"
 
 namespace folio::kernels::cpu::attention_internal {
@@ -41,11 +42,6 @@ constexpr int32_t kValueVectors = 2;
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FOLIO_ATTENTION_ROWS4 1
 #define FOLIO_AVX2_FMA __attribute__((target("avx2,fma")))
-
-inline bool HaveAvx2Fma() {
-  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return have;
-}
 
 // Eight keys or values as fp32 (a quantized cache's codes widened; their
 // scale is applied by the caller): DecodeKv, eight lanes at a time.

@@ -1,12 +1,9 @@
 #include "kernels/cpu/attention_views.h"
 
+#include "kernels/fail.h"
+
 namespace folio::kernels {
 namespace {
-
-bool Fail(std::string* error, std::string message) {
-  if (error != nullptr) *error = std::move(message);
-  return false;
-}
 
 bool CheckShape(const void* k, const void* v, int64_t a, int32_t num_kv_heads, int64_t b,
                 int32_t head_dim, const char* a_name, const char* b_name, std::string* error) {

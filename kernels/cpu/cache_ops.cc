@@ -5,14 +5,10 @@
 #include <cstring>
 
 #include "kernels/cpu/kv_quant.h"
+#include "kernels/fail.h"
 
 namespace folio::kernels::cpu {
 namespace {
-
-bool Fail(std::string* error, std::string message) {
-  if (error != nullptr) *error = std::move(message);
-  return false;
-}
 
 // Copies one block of one tensor between two pools (or within one).
 inline void CopyBlock(const void* src_base, int64_t src_block, void* dst_base,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/dtype.h"  // header-only: bf16 rounding shared with the loaders
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/threads.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -250,17 +251,6 @@ FOLIO_AVX512 void MicroAvx512(const float* x, int64_t ldx, const uint8_t* w, int
   }
 }
 
-bool HaveAvx2Fma() {
-  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return have;
-}
-bool HaveAvx512() {
-  static const bool have = HaveAvx2Fma() && __builtin_cpu_supports("avx512f");
-  return have;
-}
-#else
-bool HaveAvx2Fma() { return false; }
-bool HaveAvx512() { return false; }
 #endif
 
 enum class Isa { kPortable, kAvx2, kAvx512 };

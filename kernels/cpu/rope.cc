@@ -4,13 +4,10 @@
 #include <cmath>
 #include <numbers>
 
+#include "kernels/fail.h"
+
 namespace folio::kernels::cpu {
 namespace {
-
-bool Fail(std::string* error, std::string message) {
-  if (error != nullptr) *error = std::move(message);
-  return false;
-}
 
 // transformers' _compute_default_rope_parameters:
 //   1 / theta ** (arange(0, dim, 2).float() / dim)   (fp32)

@@ -9,16 +9,12 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_internal.cuh"
+#include "kernels/fail.h"
 
 namespace folio::kernels::gpu {
 namespace {
 
 using internal::AttnParams;
-
-bool Fail(std::string* error, const std::string& message) {
-  if (error != nullptr) *error = message;
-  return false;
-}
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 

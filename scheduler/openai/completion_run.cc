@@ -1,15 +1,12 @@
 #include "scheduler/openai/completion_run.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 
 namespace folio {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string Dump(const Json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 // Characters as Python counts them (code points), for text_offset.
 int64_t CodePoints(std::string_view s) {
@@ -325,7 +322,7 @@ Json CompletionRun::UsageJson() const {
 }
 
 void CompletionRun::SendEvent(const Json& event) {
-  exchange_->Send(absl::StrCat("data: ", Dump(event), "\n\n"));
+  exchange_->Send(absl::StrCat("data: ", JsonText(event), "\n\n"));
 }
 
 void CompletionRun::Emit(int32_t index, const Piece& piece) {
@@ -407,7 +404,7 @@ void CompletionRun::Complete() {
   }
   body["usage"] = UsageJson();
   on_status_(200);
-  exchange_->Respond(200, "application/json", Dump(body));
+  exchange_->Respond(200, "application/json", JsonText(body));
 }
 
 }  // namespace folio

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/json_text.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {
@@ -29,7 +30,7 @@ std::string OpenAiError::ToJson() const {
                                           {"type", type},
                                           {"param", NullIfEmpty(param)},
                                           {"code", NullIfEmpty(code)}}}};
-  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return JsonText(body);
 }
 
 OpenAiError InvalidField(std::string_view param, std::string_view message) {

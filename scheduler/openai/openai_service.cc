@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/jinja/template.h"
+#include "common/json_text.h"
 #include "nlohmann/json.hpp"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -21,10 +22,6 @@ namespace folio {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string Dump(const Json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 OpenAiError NotReady() {
   return FromStatus(absl::UnavailableError("the model is still loading"));
@@ -216,7 +213,7 @@ void OpenAiService::Handle(HttpRequest request, std::shared_ptr<HttpExchange> ex
     return ReplyError(path, *exchange, e);
   }
   if (path == "/version") {
-    return Reply(path, *exchange, 200, Dump(Json{{"version", options_.version}}));
+    return Reply(path, *exchange, 200, JsonText(Json{{"version", options_.version}}));
   }
   if (engine == nullptr) return ReplyError(path, *exchange, NotReady());
   if (path == "/v1/models") return Models(*engine, *exchange);
@@ -236,7 +233,7 @@ void OpenAiService::Models(Engine& engine, HttpExchange& exchange) {
                 {"max_model_len", info.max_model_len()},
                 {"permission", Json::array()}};
   Reply("/v1/models", exchange, 200,
-        Dump(Json{{"object", "list"}, {"data", Json::array({std::move(model)})}}));
+        JsonText(Json{{"object", "list"}, {"data", Json::array({std::move(model)})}}));
 }
 
 std::optional<OpenAiError> OpenAiService::RenderChat(Engine& engine, const OpenAiGeneration& g,
@@ -404,7 +401,7 @@ void OpenAiService::Tokenize(Engine& engine, const HttpRequest& request, HttpExc
     }
     out["token_strs"] = std::move(strs);
   }
-  Reply(endpoint, exchange, 200, Dump(out));
+  Reply(endpoint, exchange, 200, JsonText(out));
 }
 
 void OpenAiService::Detokenize(Engine& engine, const HttpRequest& request, HttpExchange& exchange) {
@@ -428,7 +425,7 @@ void OpenAiService::Detokenize(Engine& engine, const HttpRequest& request, HttpE
     e.param = "tokens";
     return ReplyError(endpoint, exchange, e);
   }
-  Reply(endpoint, exchange, 200, Dump(Json{{"prompt", *text}}));
+  Reply(endpoint, exchange, 200, JsonText(Json{{"prompt", *text}}));
 }
 
 }  // namespace folio
