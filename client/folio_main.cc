@@ -17,8 +17,9 @@
 #include "client/offline_engine.h"
 #include "common/generation_defaults.h"
 #include "common/incremental_detokenizer.h"
+#include "common/json_text.h"
 #include "common/openmp_env.h"
-#include "worker/kv_cache_dtype.h"
+#include "common/kv_cache_dtype.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {
@@ -380,7 +381,7 @@ int Run(int argc, char** argv) {
         }
         j["outputs"].push_back(std::move(o));
       }
-      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      std::printf("%s\n", JsonText(j).c_str());
       continue;
     }
     if (!r.error.empty()) std::printf("[request %zu failed: %s]\n", i, r.error.c_str());

@@ -55,7 +55,7 @@ class CpuWorker final : public ModelWorker {
     // at load). Activations are fp32 either way.
     std::optional<DType> dtype;
     std::string quantization;
-    // What the KV cache stores (--kv-cache-dtype, worker/kv_cache_dtype.h):
+    // What the KV cache stores (--kv-cache-dtype, common/kv_cache_dtype.h):
     // fp32, or one-byte int8 / fp8 e4m3 codes with per-block, per-KV-head
     // scales, so the same kv_cache_bytes holds about 4x the tokens.
     kernels::CacheDtype kv_cache_dtype = kernels::CacheDtype::kFloat32;

@@ -13,7 +13,7 @@
 #include "worker/cpu_worker.h"
 #include "worker/device_spec.h"
 #include "worker/gloo_communicator.h"
-#include "worker/kv_cache_dtype.h"
+#include "common/kv_cache_dtype.h"
 #include "worker/rendezvous_store.h"
 #include "worker/shm_communicator.h"
 
@@ -117,11 +117,12 @@ grpc::Status WorkerService::Load(const v1::InitializeRequest& request,
   // Checked for every device, so a typo is named as one; a quantized cache
   // needs the CPU worker's kernels.
   const std::string& kv_dtype = request.kv_cache_dtype();
-  if (absl::StatusOr<kernels::CacheDtype> d = ParseCpuKvCacheDtype(kv_dtype); !d.ok()) {
+  absl::StatusOr<kernels::CacheDtype> kv_storage = ParseCpuKvCacheDtype(kv_dtype);
+  if (!kv_storage.ok()) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
-            absl::StrCat("InitializeRequest.kv_cache_dtype: ", d.status().message())};
+            absl::StrCat("InitializeRequest.kv_cache_dtype: ", kv_storage.status().message())};
   }
-  if (device->is_cuda() && !kv_dtype.empty() && kv_dtype != "auto") {
+  if (device->is_cuda() && *kv_storage != kernels::CacheDtype::kFloat32) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
             absl::StrCat("InitializeRequest.kv_cache_dtype \"", kv_dtype,
                          "\": a quantized KV cache runs on the CPU worker only for now")};

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/kv_cache_dtype.h"
 
 namespace folio {
 
@@ -253,12 +254,9 @@ absl::Status CheckQuantization(const std::string& name, bool on_cuda) {
 // --kv-cache-dtype: the quantized caches are the cpu worker's (the CUDA
 // kernels read bf16 or fp32 blocks only).
 absl::Status CheckKvCacheDtype(const std::string& name, bool on_cuda) {
-  if (name.empty() || name == "auto") return absl::OkStatus();
-  if (name != "int8" && name != "fp8" && name != "fp8_e4m3") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--kv-cache-dtype '", name, "': expected auto, fp8 (fp8_e4m3) or int8"));
-  }
-  if (on_cuda) {
+  absl::StatusOr<kernels::CacheDtype> dtype = ParseCpuKvCacheDtype(name);
+  if (!dtype.ok()) return dtype.status();
+  if (on_cuda && *dtype != kernels::CacheDtype::kFloat32) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--kv-cache-dtype ", name,
         ": a quantized KV cache runs on the cpu worker only for now (--device cpu, or "

@@ -21,7 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/server/engine.h"
 #include "worker/cpu_worker.h"
-#include "worker/kv_cache_dtype.h"
+#include "common/kv_cache_dtype.h"
 
 namespace folio::testing_util {
 

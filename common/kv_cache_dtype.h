@@ -1,5 +1,5 @@
-#ifndef FOLIO_WORKER_KV_CACHE_DTYPE_H_
-#define FOLIO_WORKER_KV_CACHE_DTYPE_H_
+#ifndef FOLIO_COMMON_KV_CACHE_DTYPE_H_
+#define FOLIO_COMMON_KV_CACHE_DTYPE_H_
 
 #include <string_view>
 
@@ -12,11 +12,12 @@ namespace folio {
 // "auto" = kFloat32 (the CPU worker computes in fp32); "fp8" or "fp8_e4m3" =
 // kFp8E4m3; "int8" = kInt8 (both one-byte codes with per-block, per-KV-head
 // fp32 scales: kernels/cache_layout.h). Anything else is INVALID_ARGUMENT
-// naming the flag.
+// naming the flag. In common/ so that folio-scheduler checks its flag against
+// the same list the workers accept.
 absl::StatusOr<kernels::CacheDtype> ParseCpuKvCacheDtype(std::string_view name);
 
 // The names reports and metrics give: kernels::CacheDtypeName.
 
 }  // namespace folio
 
-#endif  // FOLIO_WORKER_KV_CACHE_DTYPE_H_
+#endif  // FOLIO_COMMON_KV_CACHE_DTYPE_H_

@@ -1,8 +1,8 @@
-// --kv-cache-dtype on the CPU worker (worker/kv_cache_dtype.h): vLLM's
+// --kv-cache-dtype (common/kv_cache_dtype.h): vLLM's
 // spellings map to the cache's storage type, anything else is refused naming
 // the flag, and the names reports give back.
 
-#include "worker/kv_cache_dtype.h"
+#include "common/kv_cache_dtype.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "worker/kv_cache_dtype.h"
+#include "common/kv_cache_dtype.h"
 
 #include <string>
 
