@@ -147,7 +147,7 @@ grpc::Status WorkerService::Load(const v1::InitializeRequest& request,
     comm = std::move(loaded->communicator);
     worker = std::move(loaded->worker);
   } else {
-    absl::StatusOr<std::unique_ptr<CpuWorker>> cpu = LoadCpuWorker(request, world, &comm);
+    absl::StatusOr<std::unique_ptr<CpuWorker>> cpu = LoadCpuWorker(request, world, *kv_storage, &comm);
     if (!cpu.ok()) return ToGrpc(cpu.status());
     worker = std::move(*cpu);
   }
@@ -178,7 +178,8 @@ grpc::Status WorkerService::Load(const v1::InitializeRequest& request,
 }
 
 absl::StatusOr<std::unique_ptr<CpuWorker>> WorkerService::LoadCpuWorker(
-    const v1::InitializeRequest& request, uint32_t world, std::unique_ptr<Communicator>* comm) {
+    const v1::InitializeRequest& request, uint32_t world, kernels::CacheDtype kv_cache_dtype,
+    std::unique_ptr<Communicator>* comm) {
   CpuWorker::Options wo;
   wo.model_dir = request.model_path();
   wo.shard = ShardSpec{static_cast<int32_t>(request.rank()), static_cast<int32_t>(world)};
@@ -194,9 +195,7 @@ absl::StatusOr<std::unique_ptr<CpuWorker>> WorkerService::LoadCpuWorker(
   if (absl::Status s = CheckCpuQuantization(wo.quantization); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("InitializeRequest.quantization: ", s.message()));
   }
-  // Load checked the name already.
-  wo.kv_cache_dtype =
-      ParseCpuKvCacheDtype(request.kv_cache_dtype()).value_or(kernels::CacheDtype::kFloat32);
+  wo.kv_cache_dtype = kv_cache_dtype;
 
   // Join the group first (all ranks wait for each other here), then load.
   if (world > 1) {

@@ -129,9 +129,11 @@ class WorkerService final : public v1::Worker::Service {
   // OK when a Step stream may run a plan now, else why not.
   grpc::Status StepRefusal() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The CPU path of Initialize: joins the group (world > 1) into *comm,
-  // then loads this rank's CpuWorker.
+  // then loads this rank's CpuWorker with a KV cache of `kv_cache_dtype`
+  // (the request's kv_cache_dtype, parsed by Load).
   absl::StatusOr<std::unique_ptr<CpuWorker>> LoadCpuWorker(const v1::InitializeRequest& request,
                                                            uint32_t world,
+                                                           kernels::CacheDtype kv_cache_dtype,
                                                            std::unique_ptr<Communicator>* comm);
   // Runs one plan; always returns a result (with a status on failure).
   void RunStep(const v1::StepPlan& plan, v1::StepResult* result);
