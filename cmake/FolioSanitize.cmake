@@ -7,7 +7,8 @@
 # -fno-omit-frame-pointer (whole stacks in reports). UBSan findings abort
 # (-fno-sanitize-recover=all) so that a finding fails its test instead of
 # printing a line that nobody reads. The optimisation level comes from the
-# build type and its flags as usual (run.sh sets the levels it uses and why).
+# build type and its flags as usual, and FOLIO_TESTS_OPT for the test files
+# (tests/CMakeLists.txt; run.sh sets the levels it uses and why).
 #
 # CUDA is off in sanitizer builds: nvcc's device code and the static cudart
 # are not instrumented, and the CUDA driver maps memory where ASan keeps its
@@ -42,17 +43,6 @@ add_compile_options(
   "$<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>"
   "$<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=all>")
 add_link_options("-fsanitize=${_folio_sanitize_flag}")
-
-# The test files themselves may build at another level than the code they
-# test (e.g. -O0: a GoogleTest file with ASan + UBSan compiles 2.5x faster
-# than at -O1, and the time a test runs is mostly spent in the libraries).
-# Appended after the build type's flags, so it wins for targets under tests/.
-set(FOLIO_SANITIZE_TESTS_OPT "" CACHE STRING
-  "Sanitizer builds: optimisation flag for the targets under tests/ (empty: the build type's)")
-if(FOLIO_SANITIZE_TESTS_OPT)
-  add_compile_options(
-    "$<$<PATH:IS_PREFIX,${PROJECT_SOURCE_DIR}/tests,$<TARGET_PROPERTY:SOURCE_DIR>>:${FOLIO_SANITIZE_TESTS_OPT}>")
-endif()
 
 if("thread" IN_LIST _folio_sanitizers)
   # The CPU kernels' SIMD clones (FOLIO_SIMD_CLONES, kernels/cpu/vec_math.h)

@@ -113,7 +113,7 @@ trap print_summary EXIT
 # --- one sanitizer --------------------------------------------------------
 # run_one NAME SANITIZE CXX_FLAGS TESTS_OPT TARGETS EXCLUDE_REGEX DIRS... -- EXTRA_CMAKE_ARGS...
 # CXX_FLAGS: the libraries' flags; TESTS_OPT: the optimisation level of the
-# targets under tests/ (FOLIO_SANITIZE_TESTS_OPT).
+# test files (FOLIO_TESTS_OPT, tests/CMakeLists.txt).
 run_one() {
   local name=$1 sanitize=$2 flags=$3 tests_opt=$4 targets=$5 exclude=$6
   shift 6
@@ -126,7 +126,7 @@ run_one() {
   mkdir -p "$bdir"
   cmake -S "$ROOT" -B "$bdir" -G Ninja -DFOLIO_SANITIZE="$sanitize" \
     -DFOLIO_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_FLAGS_DEBUG="$flags" -DFOLIO_SANITIZE_TESTS_OPT="$tests_opt" "$@" \
+    -DCMAKE_CXX_FLAGS_DEBUG="$flags" -DFOLIO_TESTS_OPT="$tests_opt" "$@" \
     > "$bdir/configure.log" 2>&1 ||
     { cat "$bdir/configure.log"; return 1; }
   phase_end "$name" configure
