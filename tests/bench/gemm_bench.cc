@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/threads.h"
 
@@ -217,7 +218,7 @@ __attribute__((target("avx2,fma"))) float Chains256(int64_t iterations) {
 #undef FOLIO_FMA_CHAINS
 
 void BM_FmaPeak(benchmark::State& state) {
-  const bool wide = __builtin_cpu_supports("avx512f");
+  const bool wide = HaveAvx512();
   constexpr int64_t kIterations = 1 << 22;
   const int64_t threads = KernelThreads();
   std::vector<float> sums(threads);

@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/jinja/template.h"
+#include "common/json_text.h"
 #include "nlohmann/json.hpp"
 
 namespace {
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
 
   // Invalid UTF-8 in an output is replaced (U+FFFD) rather than aborting the run;
   // the byte comparison then reports that case.
-  std::cout << results.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+  std::cout << folio::JsonText(results) << "\n";
   std::cout.flush();
   return std::cout ? 0 : 1;
 }
