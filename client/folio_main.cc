@@ -18,8 +18,8 @@
 #include "common/generation_defaults.h"
 #include "common/incremental_detokenizer.h"
 #include "common/json_text.h"
-#include "common/openmp_env.h"
 #include "common/kv_cache_dtype.h"
+#include "common/openmp_env.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {

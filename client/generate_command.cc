@@ -124,7 +124,8 @@ int GenerateMain(int argc, char** argv) {
     }
   }
   if (absl::Status s = flags.Parse(argc, argv, 0); !s.ok()) {
-    std::fprintf(stderr, "folio generate: %s\n%s", std::string(s.message()).c_str(), kGenerateUsage);
+    std::fprintf(stderr, "folio generate: %s\n%s", std::string(s.message()).c_str(),
+                 kGenerateUsage);
     return 2;
   }
   if (flags.positional().size() != 1) {

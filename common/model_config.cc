@@ -9,8 +9,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/text_file.h"
 #include "common/json_text.h"
+#include "common/text_file.h"
 #include "nlohmann/json.hpp"
 
 namespace folio {
@@ -86,7 +86,9 @@ class Fields {
   absl::StatusOr<float> PositiveFloat(const char* field, float fallback) const {
     const json* v = Get(field);
     if (v == nullptr) return fallback;
-    if (!v->is_number()) return Error(field, absl::StrCat("expected a number, got ", JsonSnippet(*v)));
+    if (!v->is_number()) {
+      return Error(field, absl::StrCat("expected a number, got ", JsonSnippet(*v)));
+    }
     double d = v->get<double>();
     if (!(d > 0.0) || !std::isfinite(d) || d > std::numeric_limits<float>::max()) {
       return Error(field, absl::StrCat("must be a positive finite number, got ", JsonSnippet(*v)));
@@ -97,14 +99,18 @@ class Fields {
   absl::StatusOr<bool> Bool(const char* field, bool fallback) const {
     const json* v = Get(field);
     if (v == nullptr) return fallback;
-    if (!v->is_boolean()) return Error(field, absl::StrCat("expected true or false, got ", JsonSnippet(*v)));
+    if (!v->is_boolean()) {
+      return Error(field, absl::StrCat("expected true or false, got ", JsonSnippet(*v)));
+    }
     return v->get<bool>();
   }
 
   absl::StatusOr<std::optional<std::string>> OptionalString(const char* field) const {
     const json* v = Get(field);
     if (v == nullptr) return std::optional<std::string>();
-    if (!v->is_string()) return Error(field, absl::StrCat("expected a string, got ", JsonSnippet(*v)));
+    if (!v->is_string()) {
+      return Error(field, absl::StrCat("expected a string, got ", JsonSnippet(*v)));
+    }
     return std::optional<std::string>(v->get<std::string>());
   }
 

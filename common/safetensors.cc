@@ -143,7 +143,9 @@ absl::Status SafetensorsFile::ParseHeader() {
     auto bad = [&](std::string_view why) {
       return corrupt(absl::StrCat("tensor ", name, ": ", std::string(why)));
     };
-    if (!entry.is_object()) return bad(absl::StrCat("expected an object, got ", JsonSnippet(entry)));
+    if (!entry.is_object()) {
+      return bad(absl::StrCat("expected an object, got ", JsonSnippet(entry)));
+    }
     auto dtype_it = entry.find("dtype");
     auto shape_it = entry.find("shape");
     auto offsets_it = entry.find("data_offsets");

@@ -9,11 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/kv_cache_dtype.h"
 #include "common/plan_proto.h"
 #include "worker/cpu_worker.h"
 #include "worker/device_spec.h"
 #include "worker/gloo_communicator.h"
-#include "common/kv_cache_dtype.h"
 #include "worker/rendezvous_store.h"
 #include "worker/shm_communicator.h"
 

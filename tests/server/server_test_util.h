@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/kv_cache_dtype.h"
 #include "common/model_config.h"
 #include "common/tokenizer.h"
 #include "common/worker_group.h"
@@ -21,7 +22,6 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/server/engine.h"
 #include "worker/cpu_worker.h"
-#include "common/kv_cache_dtype.h"
 
 namespace folio::testing_util {
 
