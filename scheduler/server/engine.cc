@@ -265,7 +265,8 @@ bool Engine::TakeWork(bool wait, bool* check_health) {
 }
 
 void Engine::Admit(Submitted submitted) {
-  auto stream = std::make_unique<RequestStream>(submitted.public_id, *tokenizer_, submitted.parsed);
+  auto stream = std::make_unique<RequestStream>(submitted.public_id, *tokenizer_, submitted.parsed,
+                                                options_.stream_interval);
   RequestSpec spec = std::move(submitted.parsed.spec);
   spec.id = submitted.id;
   if (absl::Status s = scheduler_->AddRequest(std::move(spec)); !s.ok()) {
@@ -359,12 +360,14 @@ void Engine::FailAll(const absl::Status& status) {
   const int64_t now_ns = NowNanos();
   for (auto& [id, stream] : streams_) {
     auto s = sinks.find(id);
-    v1::GenerateResponse finished = stream->Fail(std::string(status.message()));
+    std::vector<v1::GenerateResponse> last = stream->Fail(std::string(status.message()));
     if (options_.metrics != nullptr) {
       options_.metrics->RecordFinished(FinishReason::kError,
                                        (now_ns - stream->timing().submit_ns) * kNanos);
     }
-    if (s != sinks.end()) s->second->OnResponse(std::move(finished));
+    if (s != sinks.end()) {
+      for (v1::GenerateResponse& m : last) s->second->OnResponse(std::move(m));
+    }
   }
   if (options_.metrics != nullptr) options_.metrics->Flush(/*force=*/true);
   for (Submitted& submitted : inbox) {

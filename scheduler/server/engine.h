@@ -99,6 +99,10 @@ class Engine {
     // RESOURCE_EXHAUSTED. 0 = no bound.
     int32_t max_waiting_requests = 0;
     int64_t max_waiting_tokens = 0;
+    // Tokens a stream's chunks are held for before they are sent (the first
+    // token and a sequence's end go out at once): 1 = every step's tokens
+    // at once. RequestStream says how.
+    int32_t stream_interval = 1;
   };
 
   // Takes ownership of everything; `limits` describe the served model.

@@ -46,13 +46,14 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason) {
 }
 
 RequestStream::RequestStream(std::string request_id, const Tokenizer& tokenizer,
-                             const ParsedRequest& request)
+                             const ParsedRequest& request, int32_t stream_interval)
     : request_id_(std::move(request_id)),
       tokenizer_(tokenizer),
       stop_strings_(request.stop_strings),
       text_options_(request.text),
       logprobs_(request.logprobs),
-      num_prompt_tokens_(static_cast<uint32_t>(request.spec.prompt.size())) {
+      num_prompt_tokens_(static_cast<uint32_t>(request.spec.prompt.size())),
+      stream_interval_(std::max<int32_t>(stream_interval, 1)) {
   sequences_.resize(request.spec.sampling.n);
 }
 
@@ -135,9 +136,10 @@ std::vector<v1::GenerateResponse> RequestStream::Consume(const RequestOutput& ou
     if (was_running && s.text->stopped()) stopped->sequences.push_back(delta.index);
   }
   if (chunk.has_chunk() && (chunk.chunk().deltas_size() > 0 || output.prompt_logprobs != nullptr)) {
-    messages.push_back(std::move(chunk));
+    if (Hold(std::move(chunk))) Release(&messages);
   }
   if (output.finished) {
+    Release(&messages);
     messages.push_back(MakeFinished(&output));
     stopped->sequences.clear();  // the scheduler is done with them
   } else if (!stopped->sequences.empty()) {
@@ -150,14 +152,56 @@ std::vector<v1::GenerateResponse> RequestStream::Consume(const RequestOutput& ou
   return messages;
 }
 
-v1::GenerateResponse RequestStream::Fail(const std::string& message) {
+bool RequestStream::Hold(v1::GenerateResponse chunk) {
+  if (!held_.has_value()) {
+    held_ = std::move(chunk);
+  } else {
+    // Merge delta by delta: a sequence's tokens, text and log-probs run on.
+    v1::Chunk* into = held_->mutable_chunk();
+    for (v1::SequenceDelta& d : *chunk.mutable_chunk()->mutable_deltas()) {
+      auto same = std::find_if(into->mutable_deltas()->begin(), into->mutable_deltas()->end(),
+                               [&](const v1::SequenceDelta& h) { return h.index() == d.index(); });
+      if (same == into->mutable_deltas()->end()) {
+        *into->add_deltas() = std::move(d);
+        continue;
+      }
+      same->mutable_token_ids()->MergeFrom(d.token_ids());
+      same->mutable_text()->append(d.text());
+      for (v1::TokenLogprob& lp : *d.mutable_logprobs()) *same->add_logprobs() = std::move(lp);
+      if (d.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+        same->set_finish_reason(d.finish_reason());
+      }
+    }
+  }
+  // Due: until the first token is out, when a sequence ended, or N tokens held.
+  if (!sent_tokens_ || stream_interval_ <= 1) return true;
+  return std::any_of(held_->chunk().deltas().begin(), held_->chunk().deltas().end(),
+                     [&](const v1::SequenceDelta& d) {
+                       return d.finish_reason() != v1::FINISH_REASON_UNSPECIFIED ||
+                              d.token_ids_size() >= stream_interval_;
+                     });
+}
+
+void RequestStream::Release(std::vector<v1::GenerateResponse>* messages) {
+  if (!held_.has_value()) return;
+  for (const v1::SequenceDelta& d : held_->chunk().deltas()) {
+    if (d.token_ids_size() > 0) sent_tokens_ = true;
+  }
+  messages->push_back(std::move(*held_));
+  held_.reset();
+}
+
+std::vector<v1::GenerateResponse> RequestStream::Fail(const std::string& message) {
   for (SequenceState& s : sequences_) {
     if (s.reason == FinishReason::kNone) {
       s.reason = FinishReason::kError;
       s.error = message;
     }
   }
-  return MakeFinished(nullptr);
+  std::vector<v1::GenerateResponse> messages;
+  Release(&messages);
+  messages.push_back(MakeFinished(nullptr));
+  return messages;
 }
 
 v1::GenerateResponse RequestStream::MakeFinished(const RequestOutput* output) {

@@ -19,10 +19,17 @@ namespace folio {
 // that hits one is finished here, its later tokens dropped), attaches
 // log-probs when asked, and writes the final Finished message with usage.
 //
+// With a stream interval N > 1 (folio-scheduler --stream-interval, as vLLM's)
+// the chunks of later steps are held and merged until some sequence has N
+// tokens waiting, a sequence ends or the request finishes; the first chunk
+// goes out at once (time to first token is unchanged). Fewer, larger
+// messages cost the server and the clients less per token.
+//
 // Thread-compatible (the engine thread owns it); the tokenizer must outlive it.
 class RequestStream {
  public:
-  RequestStream(std::string request_id, const Tokenizer& tokenizer, const ParsedRequest& request);
+  RequestStream(std::string request_id, const Tokenizer& tokenizer, const ParsedRequest& request,
+                int32_t stream_interval = 1);
 
   // What stop strings ended in one Consume while the scheduler still runs
   // the sequences: every sequence (the engine then aborts the request; its
@@ -37,8 +44,9 @@ class RequestStream {
   // Finished when the request is done.
   std::vector<v1::GenerateResponse> Consume(const RequestOutput& output, Stopped* stopped);
 
-  // The Finished message of a request that failed outside the scheduler.
-  v1::GenerateResponse Fail(const std::string& message);
+  // The last messages of a request that failed outside the scheduler: a
+  // held chunk, if any, then Finished.
+  std::vector<v1::GenerateResponse> Fail(const std::string& message);
 
   const std::string& request_id() const { return request_id_; }
   bool finished() const { return finished_; }
@@ -69,6 +77,11 @@ class RequestStream {
 
   // Appends one delta's effect to `chunk`; false when nothing changed.
   bool ApplyDelta(const SequenceOutput& delta, v1::SequenceDelta* out);
+  // Adds `chunk` to the held one; true when the held chunk is due (see the
+  // class comment).
+  bool Hold(v1::GenerateResponse chunk);
+  // Appends the held chunk, if any, to `messages`.
+  void Release(std::vector<v1::GenerateResponse>* messages);
   v1::GenerateResponse MakeFinished(const RequestOutput* output);
   SequenceState& StateFor(int32_t index);
 
@@ -78,7 +91,10 @@ class RequestStream {
   const TextOptions text_options_;
   const std::optional<int32_t> logprobs_;
   const uint32_t num_prompt_tokens_;
+  const int32_t stream_interval_;
   std::vector<SequenceState> sequences_;  // by output index
+  std::optional<v1::GenerateResponse> held_;  // chunks not yet sent (stream_interval_ > 1)
+  bool sent_tokens_ = false;                  // a chunk with tokens has gone out
   bool finished_ = false;
   Timing timing_;
 };

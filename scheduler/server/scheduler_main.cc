@@ -458,6 +458,7 @@ int Run(int argc, char** argv) {
   eo.scheduler.max_num_seqs = static_cast<int32_t>(s.max_num_seqs);
   eo.max_waiting_requests = static_cast<int32_t>(s.max_waiting_requests);
   eo.max_waiting_tokens = s.max_waiting_tokens;
+  eo.stream_interval = static_cast<int32_t>(s.stream_interval);
   eo.on_worker_failure =
       s.on_worker_failure == "fail" ? WorkerFailurePolicy::kFail : WorkerFailurePolicy::kRequeue;
   eo.max_requeues = static_cast<int32_t>(s.max_requeues);

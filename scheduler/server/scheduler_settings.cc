@@ -54,6 +54,11 @@ void DefineSchedulerFlags(FlagSet& flags, SchedulerSettings& s) {
   flags.Int("max-waiting-tokens", &s.max_waiting_tokens,
             "prompt tokens of the waiting requests at most (a longer prompt alone is still "
             "queued); 0 = no bound");
+  flags.Int("stream-interval", &s.stream_interval,
+            "tokens a stream collects before they are sent (gRPC chunks, SSE events): 1 sends "
+            "every step's; larger values send fewer, longer messages, which costs the server "
+            "and its clients less per token; the first token and a sequence's end are sent "
+            "at once");
   flags.Int("max-num-batched-tokens", &s.max_num_batched_tokens, "token budget of one step");
   flags.Int("max-model-len", &s.max_model_len,
             "prompt + output tokens at most; 0 = the model's, capped at the KV cache's token "
@@ -211,6 +216,10 @@ absl::Status CheckSchedulerSettings(const SchedulerSettings& s, const FlagSet& f
   if (s.max_waiting_tokens < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-waiting-tokens must be >= 0, got ", s.max_waiting_tokens));
+  }
+  if (s.stream_interval < 1 || s.stream_interval > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stream-interval must be in [1, 1024], got ", s.stream_interval));
   }
   return absl::OkStatus();
 }

@@ -39,6 +39,7 @@ struct SchedulerSettings {
   int64_t max_num_seqs = 256;
   int64_t max_waiting_requests = 4096;
   int64_t max_waiting_tokens = int64_t{1} << 22;
+  int64_t stream_interval = 1;
   int64_t max_num_batched_tokens = 2048;
   int64_t max_model_len = 0;
   std::string preemption_mode = "auto";

@@ -27,7 +27,8 @@
 //    every process). Served outputs must equal the offline ones (exit 1).
 //    A --tp value may name the workers' collectives: "2:shm", "2:gloo"
 //    (FOLIO_WORKER_COLLECTIVES; plain "2" = the workers' default, auto), so
-//    one run compares them.
+//    one run compares them. Each --stream-interval value serves every --tp
+//    configuration once more with folio-scheduler --stream-interval N.
 //
 //   folio_bench_serving [--mode all|roundtrip|throughput] [--iterations 2000]
 //                       [--warmup 200] [--num-prompts 32] [--max-tokens 64]
@@ -236,6 +237,7 @@ struct Settings {
   int64_t threads = 0;  // 0 = all cores
   std::vector<std::string> tp;
   std::string collectives;  // round trip's workers; empty = their default
+  std::vector<std::string> stream_intervals;  // throughput: empty = {"1"}
 };
 
 // ---------------------------------------------------------------------------
@@ -410,7 +412,8 @@ RunResult RunOffline(OfflineEngine& engine, const std::vector<std::vector<TokenI
 // folio-scheduler + tp folio-worker processes on free ports.
 class Cluster {
  public:
-  Cluster(const Settings& s, int tp, int threads_per_worker, const std::string& collectives) {
+  Cluster(const Settings& s, int tp, int threads_per_worker, const std::string& collectives,
+          int stream_interval = 1) {
     std::vector<std::string> addresses;
     for (int r = 0; r < tp; ++r) {
       int port = 0;
@@ -422,7 +425,8 @@ class Cluster {
     scheduler_ = std::make_unique<Child>(
         std::vector<std::string>{s.bin_dir + "/folio-scheduler", "--model", s.model, "--port",
                                  std::to_string(port), "--workers", absl::StrJoin(addresses, ","),
-                                 "--metrics-port", "0"},
+                                 "--metrics-port", "0", "--stream-interval",
+                                 std::to_string(stream_interval)},
         std::map<std::string, std::string>{});
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
@@ -572,6 +576,30 @@ void Throughput(const Settings& s) {
     collectives = {"", ""};
     labels = {"TP=1", "TP=2"};
   }
+  // Every TP configuration once per stream interval.
+  std::vector<int> intervals;
+  for (const std::string& v : s.stream_intervals) {
+    int n = 0;
+    if (!absl::SimpleAtoi(v, &n) || n < 1) Die("--stream-interval: not a positive integer: " + v);
+    intervals.push_back(n);
+  }
+  if (intervals.empty()) intervals = {1};
+  std::vector<int> stream_interval;
+  {
+    std::vector<int> t;
+    std::vector<std::string> c, l;
+    for (int n : intervals) {
+      for (size_t i = 0; i < tps.size(); ++i) {
+        t.push_back(tps[i]);
+        c.push_back(collectives[i]);
+        l.push_back(intervals.size() > 1 || n > 1 ? absl::StrCat(labels[i], " si=", n) : labels[i]);
+        stream_interval.push_back(n);
+      }
+    }
+    tps.swap(t);
+    collectives.swap(c);
+    labels.swap(l);
+  }
 
   OfflineEngine::Options oo;
   oo.model_dir = s.model;
@@ -580,8 +608,8 @@ void Throughput(const Settings& s) {
   if (!offline.ok()) Die(std::string(offline.status().message()));
   std::vector<std::unique_ptr<Cluster>> clusters;
   for (size_t i = 0; i < tps.size(); ++i) {
-    clusters.push_back(
-        std::make_unique<Cluster>(s, tps[i], std::max(1, cores / tps[i]), collectives[i]));
+    clusters.push_back(std::make_unique<Cluster>(s, tps[i], std::max(1, cores / tps[i]),
+                                                 collectives[i], stream_interval[i]));
   }
 
   std::printf("throughput: %zu prompts (reference.json, repeated), greedy, ignore_eos, "
@@ -613,7 +641,7 @@ void Throughput(const Settings& s) {
                          ": outputs differ from the first offline run"));
       }
       tps_runs[slot].push_back(r.tokens_per_second());
-      std::printf("  rep %lld %-9s %6lld tokens in %7.3f s = %8.1f tokens/s\n",
+      std::printf("  rep %lld %-14s %6lld tokens in %7.3f s = %8.1f tokens/s\n",
                   static_cast<long long>(rep),
                   slot == 0 ? "offline" : labels[slot - 1].c_str(),
                   static_cast<long long>(r.tokens), r.seconds, r.tokens_per_second());
@@ -648,6 +676,9 @@ int Main(int argc, char** argv) {
                 "throughput: tensor-parallel sizes to serve, N or N:auto|gloo|shm (repeatable; "
                 "default 1 and 2)");
   flags.String("collectives", &s.collectives, "round trip: the workers' collectives (auto|gloo|shm)");
+  flags.Strings("stream-interval", &s.stream_intervals,
+                "throughput: folio-scheduler --stream-interval of the served runs (repeatable: "
+                "every --tp configuration once per value; default 1)");
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::printf("usage: folio_bench_serving [flags]\n%s", flags.Help().c_str());

@@ -2,8 +2,10 @@
 Node SDK (npm package `openai`, installed by the ctest fixture openai_sdk_npm_ci
 into FOLIO_NODE_MODULES): one real local cluster (local_cluster.py) serving the
 demo model over HTTP with an API key, and `node --test` running sdk/*.test.mjs
-against it. Afterwards the scheduler must stop with exit status 0 (it is
-non-zero when a request, an aborted stream included, leaked KV blocks).
+against it; then the streaming files again against a cluster that merges
+tokens into fewer SSE events (--stream-interval 3). Afterwards each scheduler
+must stop with exit status 0 (it is non-zero when a request, an aborted
+stream included, leaked KV blocks).
 
 Run by ctest with FOLIO_SOURCE_DIR, FOLIO_BIN_DIR and FOLIO_NODE_MODULES set,
 under /usr/bin/python3."""
@@ -50,14 +52,26 @@ class OpenAiNodeSdkTest(unittest.TestCase):
         self.addCleanup(self.tmp.cleanup)
 
     def test_openai_node_sdk_against_a_local_cluster(self):
+        self.run_sdk_tests(sorted(glob.glob(os.path.join(HERE, "sdk", "*.test.mjs"))))
+
+    def test_streams_with_a_stream_interval(self):
+        """--stream-interval 3: SSE events carry up to three tokens each (text,
+        logprobs and usage merged); the streamed completions and chats must
+        still equal the unstreamed answers."""
+        self.run_sdk_tests([os.path.join(HERE, "sdk", f)
+                            for f in ("completions.test.mjs", "chat.test.mjs")],
+                           ("--stream-interval", "3"))
+
+    def run_sdk_tests(self, files, scheduler_flags=()):
+        """Runs `node --test` over files against a fresh cluster started with
+        scheduler_flags; the scheduler must then exit 0."""
+        self.assertTrue(files, "no sdk/*.test.mjs")
         cluster = LocalCluster(os.path.join(self.tmp.name, "scheduler.log"), http=True,
-                               scheduler_flags=("--api-key", API_KEY))
+                               scheduler_flags=("--api-key", API_KEY, *scheduler_flags))
         stopped = False
         try:
             health = f"http://127.0.0.1:{cluster.http_port}/health"
             cluster.wait_ready(lambda: http_status(health) == 200, timeout=120)
-            files = sorted(glob.glob(os.path.join(HERE, "sdk", "*.test.mjs")))
-            self.assertTrue(files, "no sdk/*.test.mjs")
             env = dict(os.environ,
                        FOLIO_OPENAI_BASE_URL=f"http://127.0.0.1:{cluster.http_port}/v1",
                        FOLIO_API_KEY=API_KEY,

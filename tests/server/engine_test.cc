@@ -5,6 +5,7 @@
 
 #include "scheduler/server/engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <memory>
@@ -347,6 +348,87 @@ TEST(EngineTest, AWorkerFailureEndsEveryRequestWithAnError) {
   EXPECT_EQ(failures.load(), 1);  // told once, so the server can turn NOT_SERVING
   EXPECT_EQ(engine->Submit(GreedyRequest("x", 1), std::make_shared<RecordingSink>()).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+// --stream-interval 5: the same streams (tokens, text, log-probs, finish) in
+// fewer chunks, for greedy, parallel-sampled and stop-string requests; a
+// worker failure still delivers every held token before the error.
+TEST(EngineTest, AStreamIntervalSendsTheSameStreamsInFewerChunks) {
+  const ReferenceCase c = LoadReference()[0];
+  auto requests = [&] {
+    std::vector<v1::GenerateRequest> rs;
+    rs.push_back(GreedyRequest(c.prompt, kMaxTokens));
+    rs.back().mutable_sampling_params()->set_logprobs(1);
+    v1::GenerateRequest sampled = GreedyRequest("And God said", 30);
+    sampled.mutable_sampling_params()->set_temperature(0.9f);
+    sampled.mutable_sampling_params()->set_seed(5);
+    sampled.mutable_sampling_params()->set_n(2);
+    sampled.mutable_sampling_params()->set_ignore_eos(true);
+    rs.push_back(sampled);
+    auto tokenizer = Tokenizer::LoadFromDirectory(kDemoDir);
+    const std::string text = (*tokenizer)->Decode(
+        std::vector<TokenId>(c.output_ids.begin(), c.output_ids.begin() + kMaxTokens));
+    rs.push_back(GreedyRequest(c.prompt, kMaxTokens));
+    rs.back().mutable_sampling_params()->add_stop(text.substr(text.size() / 2, 4));
+    return rs;
+  };
+  std::vector<std::vector<StreamedSequence>> streams[2];
+  std::vector<int> chunks[2];
+  for (int k = 0; k < 2; ++k) {
+    EngineSetup setup;
+    setup.stream_interval = k == 0 ? 1 : 5;
+    std::unique_ptr<Engine> engine = MakeDemoEngine(setup);
+    ASSERT_NE(engine, nullptr);
+    for (const v1::GenerateRequest& r : requests()) {
+      Submitted sub = Submit(*engine, r);
+      ASSERT_TRUE(sub.sink->Wait());
+      const std::vector<v1::GenerateResponse> responses = sub.sink->responses();
+      streams[k].push_back(Reassemble(responses));
+      chunks[k].push_back(static_cast<int>(std::count_if(
+          responses.begin(), responses.end(), [](const auto& m) { return m.has_chunk(); })));
+    }
+    ExpectDrained(*engine, setup.num_device_blocks);
+  }
+  ASSERT_EQ(streams[0].size(), streams[1].size());
+  for (size_t i = 0; i < streams[0].size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(streams[0][i].size(), streams[1][i].size());
+    for (size_t j = 0; j < streams[0][i].size(); ++j) {
+      const StreamedSequence& a = streams[0][i][j];
+      const StreamedSequence& b = streams[1][i][j];
+      EXPECT_EQ(b.token_ids, a.token_ids);
+      EXPECT_EQ(b.text, a.text);
+      EXPECT_EQ(b.logprobs, a.logprobs);
+      EXPECT_EQ(b.finish.reason(), a.finish.reason());
+      EXPECT_EQ(b.finish.stop_string(), a.finish.stop_string());
+    }
+  }
+  EXPECT_EQ(chunks[0][0], kMaxTokens);  // one a step
+  // The first token alone, then 5 at a time: 1 + ceil(23 / 5).
+  EXPECT_EQ(chunks[1][0], 6);
+  EXPECT_LT(chunks[1][1], chunks[0][1]);
+  EXPECT_EQ(streams[0][2][0].finish.reason(), v1::FINISH_REASON_STOP);
+
+  // Held tokens are not lost to a worker failure: the stream gets them, then
+  // the error, and its usage counts them.
+  CpuWorkerGroup* group = nullptr;
+  EngineSetup setup;
+  setup.group_out = &group;
+  setup.stream_interval = 16;
+  setup.on_failure = [](const absl::Status&) {};
+  std::unique_ptr<Engine> engine = MakeDemoEngine(setup);
+  ASSERT_NE(engine, nullptr);
+  group->FailFromStep(8);  // the prompt step, then 7 decode steps
+  Submitted sub = Submit(*engine, GreedyRequest(c.prompt, 50));
+  ASSERT_TRUE(sub.sink->Wait());
+  v1::Usage usage;
+  const std::vector<StreamedSequence> failed = Reassemble(sub.sink->responses(), &usage);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].finish.reason(), v1::FINISH_REASON_ERROR);
+  EXPECT_EQ(failed[0].token_ids.size(), 8u);
+  EXPECT_EQ(usage.completion_tokens(), 8u);
+  EXPECT_EQ(failed[0].token_ids,
+            std::vector<TokenId>(c.output_ids.begin(), c.output_ids.begin() + 8));
 }
 
 // Four sequences of one request outgrow a 4-block pool together: they stop

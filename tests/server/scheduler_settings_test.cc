@@ -51,6 +51,7 @@ TEST(SchedulerSettingsTest, DefaultsAreAccepted) {
   // it is off then (KvCacheManager::Options::host_tier_enabled).
   EXPECT_TRUE(s->host_prefix_cache);
   EXPECT_EQ(s->host_prefix_cache_step_mb, -1);
+  EXPECT_EQ(s->stream_interval, 1);  // every step's tokens at once
   EXPECT_EQ(Refusal({"--model", "m", "--no-enable-prefix-caching"}), "");
 }
 
@@ -66,7 +67,8 @@ TEST(SchedulerSettingsTest, FlagsAndEnvironmentFillTheSettings) {
   setenv("FOLIO_MAX_NUM_SEQS", "17", 1);
   setenv("FOLIO_KV_CACHE_DTYPE", "int8", 1);
   absl::StatusOr<SchedulerSettings> s =
-      Parse({"--model=dir", "--swap-space-mb", "64", "--host-prefix-cache", "--tls-cert", "c"});
+      Parse({"--model=dir", "--swap-space-mb", "64", "--host-prefix-cache", "--tls-cert", "c",
+             "--stream-interval", "8"});
   unsetenv("FOLIO_MAX_NUM_SEQS");
   unsetenv("FOLIO_KV_CACHE_DTYPE");
   ASSERT_TRUE(s.ok()) << s.status();
@@ -76,6 +78,7 @@ TEST(SchedulerSettingsTest, FlagsAndEnvironmentFillTheSettings) {
   EXPECT_EQ(s->swap_space_mb, 64);
   EXPECT_TRUE(s->host_prefix_cache);
   EXPECT_EQ(s->tls.cert, "c");
+  EXPECT_EQ(s->stream_interval, 8);
 }
 
 TEST(SchedulerSettingsTest, BadValuesAreRefusedNamingTheFlag) {
@@ -104,6 +107,8 @@ TEST(SchedulerSettingsTest, BadValuesAreRefusedNamingTheFlag) {
       {{"--health-check-interval-s", "-1"}, "--health-check-interval-s"},
       {{"--max-waiting-requests", "-1"}, "--max-waiting-requests"},
       {{"--max-waiting-tokens", "-5"}, "--max-waiting-tokens"},
+      {{"--stream-interval", "0"}, "--stream-interval must be in [1, 1024], got 0"},
+      {{"--stream-interval", "1025"}, "--stream-interval must be in [1, 1024], got 1025"},
       {{"--host-prefix-cache-step-mb", "-2"}, "--host-prefix-cache-step-mb"},
       {{"--kv-cache-dtype", "fp16"}, "--kv-cache-dtype 'fp16': expected auto, fp8"},
       {{"--device", "cuda", "--kv-cache-dtype", "int8"},

@@ -88,6 +88,7 @@ struct EngineSetup {
   std::function<void(const absl::Status&)> on_failure;  // Engine::Options::on_failure
   int32_t max_waiting_requests = 0;  // Engine::Options' overload bounds
   int64_t max_waiting_tokens = 0;
+  int32_t stream_interval = 1;
   bool start = true;  // false: Submit only queues until the test calls Start()
 };
 
@@ -123,6 +124,7 @@ inline std::unique_ptr<Engine> MakeDemoEngine(const EngineSetup& setup = {}) {
   eo.metrics = setup.metrics;
   eo.max_waiting_requests = setup.max_waiting_requests;
   eo.max_waiting_tokens = setup.max_waiting_tokens;
+  eo.stream_interval = setup.stream_interval;
   RequestLimits limits;
   limits.vocab_size = config.vocab_size;
   limits.max_model_len = config.max_position_embeddings;
