@@ -76,7 +76,7 @@ absl::StatusOr<SamplingDefaults> ParseSamplingDefaults(std::string_view json_tex
   struct Field {
     const char* name;
     std::optional<double> hf_default;
-    std::optional<double> value;
+    std::optional<double> value = std::nullopt;
   };
   Field temperature{"temperature", 1.0}, top_p{"top_p", 1.0}, top_k{"top_k", 50.0},
       min_p{"min_p", std::nullopt}, repetition_penalty{"repetition_penalty", 1.0},

@@ -234,9 +234,9 @@ absl::Status PositiveUnlessZero(const Fields& r, const char* field, float* value
 double ScaledContext(int32_t max_position_embeddings, const RopeScaling& s) {
   switch (s.type) {
     case RopeScalingType::kLinear:
-      return double{max_position_embeddings} * s.factor;
+      return static_cast<double>(max_position_embeddings) * s.factor;
     case RopeScalingType::kYarn:
-      return double{s.original_max_position_embeddings} * s.factor;
+      return static_cast<double>(s.original_max_position_embeddings) * s.factor;
     case RopeScalingType::kLlama3:
     case RopeScalingType::kDynamic:
       break;
@@ -257,7 +257,7 @@ absl::Status ParseYarn(const Fields& r, const ModelConfig& c, RopeScaling& s) {
     FOLIO_ASSIGN_OR_RETURN_CFG(s.factor, r.PositiveFloat("factor", 1.0f));
   } else if (r.Get("original_max_position_embeddings") != nullptr) {
     // transformers: without a factor, the ratio of the two context lengths.
-    s.factor = static_cast<float>(double{c.max_position_embeddings} /
+    s.factor = static_cast<float>(static_cast<double>(c.max_position_embeddings) /
                                   s.original_max_position_embeddings);
   } else {
     return r.Error("factor", "required but missing");

@@ -195,6 +195,16 @@ FOLIO_AVX2_FMA void RowAvx2(const float* x, int64_t /*ldx*/, const uint8_t* w,
 
 // ---- AVX-512 kernels: 16 outputs per panel in one register, 32 registers ----
 
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the merge operand
+// of their unmasked builtins, which -Wmaybe-uninitialized reports as "'__Y'
+// may be used uninitialized" wherever one is inlined (GCC bug 105593);
+// silenced for these kernels only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 template <WeightType T>
 FOLIO_AVX512 inline __attribute__((always_inline)) __m512 Load16x512(const uint8_t* p) {
   if constexpr (T == WeightType::kFloat32) {
@@ -250,6 +260,9 @@ FOLIO_AVX512 void MicroAvx512(const float* x, int64_t ldx, const uint8_t* w, int
     }
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #endif
 

@@ -169,9 +169,9 @@ TEST_P(DtypeAccuracyTest, Fp8KvCacheStaysCloseToFloat32) {
 INSTANTIATE_TEST_SUITE_P(
     Models, DtypeAccuracyTest,
     ::testing::Values(std::string(kDemoDir),
-                      std::string(FOLIO_RANDOM_MODELS_DIR) + "/llama_hd128",
-                      std::string(FOLIO_RANDOM_MODELS_DIR) + "/mistral_window",
-                      std::string(FOLIO_RANDOM_MODELS_DIR) + "/qwen2"),
+                      std::string(FOLIO_RANDOM_MODELS_DIR "/llama_hd128"),
+                      std::string(FOLIO_RANDOM_MODELS_DIR "/mistral_window"),
+                      std::string(FOLIO_RANDOM_MODELS_DIR "/qwen2")),
     [](const ::testing::TestParamInfo<std::string>& info) {
       return info.param.substr(info.param.find_last_of('/') + 1) == "folio-demo"
                  ? std::string("demo")

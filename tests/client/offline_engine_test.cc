@@ -100,7 +100,9 @@ SamplingParams Seeded(uint64_t seed) {
   return p;
 }
 
-Request FromIds(std::vector<TokenId> ids, SamplingParams p) { return Request{"", std::move(ids), p}; }
+Request FromIds(std::vector<TokenId> ids, SamplingParams p) {
+  return Request{"", std::move(ids), p, std::nullopt, {}};
+}
 
 // Every prompt greedy, then every prompt seeded (the last with n = 2).
 std::vector<Request> Workload() {
@@ -206,7 +208,8 @@ TEST(OfflineEngineReferenceTest, ReproducesReferenceJson) {
   }
   // Text prompts tokenize (with BOS) to the reference prompt ids.
   if (!ref.cases[0].prompt.empty()) {
-    const std::vector<Result> text = Generate(*engine, {Request{ref.cases[0].prompt, std::nullopt, Greedy(4)}});
+    const std::vector<Result> text =
+        Generate(*engine, {Request{ref.cases[0].prompt, std::nullopt, Greedy(4), std::nullopt, {}}});
     ASSERT_EQ(text.size(), 1u);
     EXPECT_EQ(text[0].prompt_token_ids, ref.cases[0].prompt_ids);
   }

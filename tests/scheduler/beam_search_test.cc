@@ -15,7 +15,7 @@ constexpr TokenId kEos = 2;
 
 std::vector<SampledToken> Cands(std::initializer_list<std::pair<TokenId, float>> c) {
   std::vector<SampledToken> out;
-  for (const auto& [t, lp] : c) out.push_back({t, lp});
+  for (const auto& [t, lp] : c) out.push_back({t, lp, {}});
   return out;
 }
 

@@ -87,7 +87,9 @@ class KvModel {
       // Every kind of operation must have really happened, not just been tried.
       EXPECT_GT(done(what), c_.num_ops / 200) << what;
     }
-    if (c_.sliding_window > 0) EXPECT_GT(done("window_release"), c_.num_ops / 200);
+    if (c_.sliding_window > 0) {
+      EXPECT_GT(done("window_release"), c_.num_ops / 200);
+    }
     if (c_.host_tier) {
       EXPECT_GT(done("to_host"), c_.num_ops / 200);
       EXPECT_GT(done("host_hit"), c_.num_ops / 1000);
@@ -595,7 +597,9 @@ class KvModel {
       EXPECT_EQ(pool->num_cached_free_blocks(), cached);
     }
     // Only the host tier keeps cached content on the host.
-    if (!c_.host_tier) EXPECT_EQ(kv_->host_pool().num_cached_free_blocks(), 0);
+    if (!c_.host_tier) {
+      EXPECT_EQ(kv_->host_pool().num_cached_free_blocks(), 0);
+    }
     if (!c_.caching) {
       EXPECT_EQ(kv_->device_pool().num_cached_free_blocks(), 0);
     }

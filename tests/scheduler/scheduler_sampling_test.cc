@@ -317,7 +317,9 @@ TEST(SchedulerSamplingTest, BeamSearchHoldsEndTokensUntilMinTokens) {
       }
       for (size_t t = 0; t + 1 < seq.token_ids.size(); ++t) {
         const bool end = seq.token_ids[t] == 4 || seq.token_ids[t] == 5;
-        if (end) EXPECT_LT(t + 1, 6u) << "an end token past min_tokens did not end the beam";
+        if (end) {
+          EXPECT_LT(t + 1, 6u) << "an end token past min_tokens did not end the beam";
+        }
         held_off += end;
       }
     }

@@ -279,10 +279,10 @@ TEST(SchedulerTest, FinishedIdsAppearOnceInTheNextPlan) {
   plan = s->Schedule();
   EXPECT_EQ(plan.finished_seq_ids.size(), 1u);
   EXPECT_TRUE(plan.scheduled.empty());
-  ASSERT_TRUE(s->Update(StepResult{plan.step_id, {}}).ok());
+  ASSERT_TRUE(s->Update(StepResult{plan.step_id, {}, {}}).ok());
   plan = s->Schedule();
   EXPECT_TRUE(plan.empty());
-  ASSERT_TRUE(s->Update(StepResult{plan.step_id, {}}).ok());
+  ASSERT_TRUE(s->Update(StepResult{plan.step_id, {}, {}}).ok());
   ExpectDrained(*s);
 }
 

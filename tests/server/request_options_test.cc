@@ -333,7 +333,9 @@ TEST_F(RequestOptionsTest, PromptLogprobsScoreThePromptInTheFirstChunk) {
     }
     // Later chunks carry none; nothing was served from the prefix cache.
     for (size_t m = 1; m < responses.size(); ++m) {
-      if (responses[m].has_chunk()) EXPECT_EQ(responses[m].chunk().prompt_logprobs_size(), 0);
+      if (responses[m].has_chunk()) {
+        EXPECT_EQ(responses[m].chunk().prompt_logprobs_size(), 0);
+      }
     }
     ASSERT_TRUE(responses.back().has_finished());
     EXPECT_EQ(responses.back().finished().usage().cached_prompt_tokens(), 0u);
@@ -352,7 +354,9 @@ TEST_F(RequestOptionsTest, PromptLogprobsScoreThePromptInTheFirstChunk) {
   ASSERT_TRUE(responses.back().has_finished());
   EXPECT_GT(responses.back().finished().usage().cached_prompt_tokens(), 0u);
   for (const v1::GenerateResponse& m : responses) {
-    if (m.has_chunk()) EXPECT_EQ(m.chunk().prompt_logprobs_size(), 0);
+    if (m.has_chunk()) {
+      EXPECT_EQ(m.chunk().prompt_logprobs_size(), 0);
+    }
   }
 }
 

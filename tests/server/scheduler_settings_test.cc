@@ -34,7 +34,9 @@ std::string Refusal(std::vector<std::string> args) {
   absl::StatusOr<SchedulerSettings> s = Parse(std::move(args), &st);
   EXPECT_TRUE(s.ok()) << s.status();
   if (!s.ok()) return "parse failed";
-  if (!st.ok()) EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  if (!st.ok()) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  }
   return std::string(st.message());
 }
 

@@ -161,7 +161,9 @@ std::vector<PromptLogprobs> ScorePromptOnRanks(const std::string& dir, int world
   for (int r = 0; r < world; ++r) {
     EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
     if (!results[r].ok()) return {};
-    if (r > 0) EXPECT_TRUE(results[r]->prompt_logprobs.empty()) << "rank " << r;
+    if (r > 0) {
+      EXPECT_TRUE(results[r]->prompt_logprobs.empty()) << "rank " << r;
+    }
   }
   if (row_logits != nullptr) {
     // The same prompt through a bare runner, every row's logits at once.
