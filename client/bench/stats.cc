@@ -85,7 +85,13 @@ Summary Summarize(const std::vector<RequestRecord>& records, double duration,
     e2e.push_back(r.e2e);
     if (r.output_tokens > 1) tpot.push_back(Tpot(r));
     if (r.output_tokens > 0) normalized.push_back(r.e2e / r.output_tokens);
-    for (size_t i = 1; i < r.token_times.size(); ++i) itl.push_back(r.token_times[i] - r.token_times[i - 1]);
+    // One gap per message after the first, as vLLM's bench counts ITL: the
+    // tokens of one message (folio-scheduler --stream-interval) share its
+    // arrival time.
+    for (size_t i = 1; i < r.token_times.size(); ++i) {
+      const double gap = r.token_times[i] - r.token_times[i - 1];
+      if (gap != 0) itl.push_back(gap);
+    }
   }
   if (duration > 0) {
     s.request_throughput = s.completed / duration;

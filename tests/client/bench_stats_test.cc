@@ -74,6 +74,16 @@ TEST(SummarizeTest, CountsSuccessesOnly) {
   EXPECT_DOUBLE_EQ(s.normalized.median, 150);
 }
 
+TEST(SummarizeTest, TokensOfOneMessageGiveOneInterTokenGap) {
+  // 7 tokens in three messages (1, 4, 2 tokens) at 0.1, 0.5 and 0.7 s.
+  RequestRecord r = Record(0.1, 0.7, 7);
+  r.token_times = {0.1, 0.5, 0.5, 0.5, 0.5, 0.7, 0.7};
+  const Summary s = Summarize({r}, 1.0);
+  EXPECT_NEAR(s.itl.mean, 300, 1e-9);  // (400 + 200) / 2: zero gaps left out
+  EXPECT_NEAR(s.itl.median, 300, 1e-9);
+  EXPECT_NEAR(s.tpot.mean, 100, 1e-9);  // (700 - 100) / 6: per token, whatever the messages
+}
+
 TEST(SummarizeTest, ReportAndJsonCarryTheFigures) {
   const Summary s = Summarize({Record(0.1, 0.5, 5)}, 1.0);
   const std::string report = FormatReport(s);
