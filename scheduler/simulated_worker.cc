@@ -124,7 +124,7 @@ std::vector<SampledToken> SimulatedWorker::Sample(const ScheduledSequence& work,
       if (std::any_of(out.begin(), out.end(), [&](const SampledToken& s) { return s.token_id == t; })) {
         continue;
       }
-      out.push_back({t, static_cast<float>(lp)});
+      out.push_back({t, static_cast<float>(lp), {}});
       lp -= Unit(h ^ (j + 1)) * options_.beam_logprob_spread;
     }
     return out;
@@ -135,7 +135,7 @@ std::vector<SampledToken> SimulatedWorker::Sample(const ScheduledSequence& work,
     if (options_.eos_token_id >= 0 && Unit(key ^ 0x5bd1e995) < options_.eos_probability) {
       t = options_.eos_token_id;
     }
-    out.push_back({t, static_cast<float>(-5.0 * Unit(key ^ 0x27d4eb2f))});
+    out.push_back({t, static_cast<float>(-5.0 * Unit(key ^ 0x27d4eb2f)), {}});
   }
   return out;
 }
