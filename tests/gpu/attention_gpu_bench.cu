@@ -255,8 +255,8 @@ bool PrefillThroughput(const PrefillCase& pc, cudaStream_t stream) {
     return false;
   }
   // Query i (of query) sees context - query + i + 1 positions.
-  const double visible = double{pc.query} * (pc.context - pc.query) +
-                         double{pc.query} * (pc.query + 1) / 2.0;
+  const double visible = static_cast<double>(pc.query) * (pc.context - pc.query) +
+                         static_cast<double>(pc.query) * (pc.query + 1) / 2.0;
   const double flops = 4.0 * kHeadDim * pc.num_heads * pc.num_seqs * visible;
   char name[64];
   std::snprintf(name, sizeof(name), "prefill b%d ctx%d q%d %d/%d", pc.num_seqs, pc.context,
