@@ -554,29 +554,37 @@ RunResult Cluster::Run(const std::vector<std::vector<TokenId>>& prompts, int32_t
   return run;
 }
 
-void Throughput(const Settings& s) {
-  const std::vector<std::vector<TokenId>> prompts = LoadPrompts(s);
-  const int32_t max_tokens = static_cast<int32_t>(s.max_tokens);
-  const int cores = s.threads > 0 ? static_cast<int>(s.threads) : kernels::cpu::DefaultKernelThreads();
-  std::vector<int> tps;
-  std::vector<std::string> labels, collectives;  // per cluster
+// One served configuration of the throughput mode: a cluster of `tp`
+// workers with these collectives, streaming at this interval.
+struct ServedConfig {
+  int tp = 1;
+  std::string collectives;  // empty: the workers' default
+  int stream_interval = 1;
+  std::string label;  // "TP=2/gloo si=4"
+};
+
+// --tp N[:collectives] (default 1 and 2) crossed with --stream-interval N
+// (default 1): every TP configuration once per stream interval.
+std::vector<ServedConfig> ParseServedConfigs(const Settings& s) {
+  std::vector<ServedConfig> tps;
   for (const std::string& t : s.tp) {
     const size_t colon = t.find(':');
-    int v = 0;
-    if (!absl::SimpleAtoi(t.substr(0, colon), &v) || v < 1) {
+    ServedConfig c;
+    if (!absl::SimpleAtoi(t.substr(0, colon), &c.tp) || c.tp < 1) {
       Die("--tp: not a positive integer (optionally :auto|:gloo|:shm): " + t);
     }
-    tps.push_back(v);
-    collectives.push_back(colon == std::string::npos ? "" : t.substr(colon + 1));
-    labels.push_back(absl::StrCat("TP=", t.substr(0, colon),
-                                  colon == std::string::npos ? "" : "/" + t.substr(colon + 1)));
+    if (colon != std::string::npos) c.collectives = t.substr(colon + 1);
+    c.label = absl::StrCat("TP=", c.tp, c.collectives.empty() ? "" : "/" + c.collectives);
+    tps.push_back(c);
   }
   if (tps.empty()) {
-    tps = {1, 2};
-    collectives = {"", ""};
-    labels = {"TP=1", "TP=2"};
+    for (int tp : {1, 2}) {
+      ServedConfig c;
+      c.tp = tp;
+      c.label = absl::StrCat("TP=", tp);
+      tps.push_back(c);
+    }
   }
-  // Every TP configuration once per stream interval.
   std::vector<int> intervals;
   for (const std::string& v : s.stream_intervals) {
     int n = 0;
@@ -584,22 +592,22 @@ void Throughput(const Settings& s) {
     intervals.push_back(n);
   }
   if (intervals.empty()) intervals = {1};
-  std::vector<int> stream_interval;
-  {
-    std::vector<int> t;
-    std::vector<std::string> c, l;
-    for (int n : intervals) {
-      for (size_t i = 0; i < tps.size(); ++i) {
-        t.push_back(tps[i]);
-        c.push_back(collectives[i]);
-        l.push_back(intervals.size() > 1 || n > 1 ? absl::StrCat(labels[i], " si=", n) : labels[i]);
-        stream_interval.push_back(n);
-      }
+  std::vector<ServedConfig> configs;
+  for (int n : intervals) {
+    for (ServedConfig c : tps) {
+      c.stream_interval = n;
+      if (intervals.size() > 1 || n > 1) absl::StrAppend(&c.label, " si=", n);
+      configs.push_back(c);
     }
-    tps.swap(t);
-    collectives.swap(c);
-    labels.swap(l);
   }
+  return configs;
+}
+
+void Throughput(const Settings& s) {
+  const std::vector<std::vector<TokenId>> prompts = LoadPrompts(s);
+  const int32_t max_tokens = static_cast<int32_t>(s.max_tokens);
+  const int cores = s.threads > 0 ? static_cast<int>(s.threads) : kernels::cpu::DefaultKernelThreads();
+  const std::vector<ServedConfig> configs = ParseServedConfigs(s);
 
   OfflineEngine::Options oo;
   oo.model_dir = s.model;
@@ -607,17 +615,17 @@ void Throughput(const Settings& s) {
   absl::StatusOr<std::unique_ptr<OfflineEngine>> offline = OfflineEngine::Create(oo);
   if (!offline.ok()) Die(std::string(offline.status().message()));
   std::vector<std::unique_ptr<Cluster>> clusters;
-  for (size_t i = 0; i < tps.size(); ++i) {
-    clusters.push_back(std::make_unique<Cluster>(s, tps[i], std::max(1, cores / tps[i]),
-                                                 collectives[i], stream_interval[i]));
+  for (const ServedConfig& c : configs) {
+    clusters.push_back(std::make_unique<Cluster>(s, c.tp, std::max(1, cores / c.tp),
+                                                 c.collectives, c.stream_interval));
   }
 
   std::printf("throughput: %zu prompts (reference.json, repeated), greedy, ignore_eos, "
               "max_tokens %d, all submitted at once; %lld interleaved repetitions after one "
               "warm-up; offline engine %d kernel thread(s)",
               prompts.size(), max_tokens, static_cast<long long>(s.repeats), cores);
-  for (size_t i = 0; i < tps.size(); ++i) {
-    std::printf(", %s worker(s) %d thread(s) each", labels[i].c_str(), std::max(1, cores / tps[i]));
+  for (const ServedConfig& c : configs) {
+    std::printf(", %s worker(s) %d thread(s) each", c.label.c_str(), std::max(1, cores / c.tp));
   }
   std::printf("\n");
   std::fflush(stdout);
@@ -637,13 +645,13 @@ void Throughput(const Settings& s) {
       const size_t slot = (static_cast<size_t>(rep) + k) % slots;
       RunResult r = run_slot(slot);
       if (r.outputs != reference) {
-        Die(absl::StrCat(slot == 0 ? std::string("folio run") : labels[slot - 1],
+        Die(absl::StrCat(slot == 0 ? std::string("folio run") : configs[slot - 1].label,
                          ": outputs differ from the first offline run"));
       }
       tps_runs[slot].push_back(r.tokens_per_second());
       std::printf("  rep %lld %-14s %6lld tokens in %7.3f s = %8.1f tokens/s\n",
                   static_cast<long long>(rep),
-                  slot == 0 ? "offline" : labels[slot - 1].c_str(),
+                  slot == 0 ? "offline" : configs[slot - 1].label.c_str(),
                   static_cast<long long>(r.tokens), r.seconds, r.tokens_per_second());
       std::fflush(stdout);
     }
@@ -654,7 +662,7 @@ void Throughput(const Settings& s) {
     const double served = Median(tps_runs[1 + i]);
     const double overhead = offline_tps > 0 ? 1.0 - served / offline_tps : 0;
     std::printf("  median: served %s %.1f tokens/s, overhead %.1f%% (target <= 10%%: %s)\n",
-                labels[i].c_str(), served, 100.0 * overhead, overhead <= 0.10 ? "met" : "MISSED");
+                configs[i].label.c_str(), served, 100.0 * overhead, overhead <= 0.10 ? "met" : "MISSED");
   }
   std::fflush(stdout);
 }
