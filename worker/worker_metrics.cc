@@ -4,6 +4,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <string>
+
 namespace folio {
 
 // A step: a tiny decode batch (~100 us) to a long prefill (seconds).
@@ -42,6 +44,27 @@ void WorkerMetrics::Bind(const std::string& model, int rank) {
   out["direction"] = "out";
   swap_in_ = &swap.Add(in);
   swap_out_ = &swap.Add(out);
+  auto& steps = prometheus::BuildCounter()
+                    .Name("folio_worker_steps_total")
+                    .Help("Steps the CPU worker profiled by part: decode (one token a sequence) or "
+                          "prompt (prefill or mixed).")
+                    .Register(registry_);
+  auto& parts = prometheus::BuildCounter()
+                    .Name("folio_worker_step_part_seconds_total")
+                    .Help("The CPU worker's step time by part of the forward pass and kind of step.")
+                    .Register(registry_);
+  for (int k = 0; k < kKinds; ++k) {
+    prometheus::Labels kind = labels;
+    kind["kind"] = k == 0 ? "decode" : "prompt";
+    steps_[k] = &steps.Add(kind);
+    for (int p = 0; p < kParts; ++p) {
+      prometheus::Labels part = kind;
+      std::string name(StepPartName(static_cast<StepPart>(p)));
+      for (char& c : name) c = (c == ' ' || c == '-') ? '_' : c;  // "rms norm" -> rms_norm
+      part["part"] = name;
+      parts_[k][p] = &parts.Add(part);
+    }
+  }
   // Last: bound() turns true once every series exists.
   step_ = &prometheus::BuildHistogram()
                .Name("folio_worker_step_seconds")
@@ -57,6 +80,21 @@ void WorkerMetrics::RecordStep(double step_seconds, double allreduce_seconds,
   allreduce_->Observe(allreduce_seconds);
   if (swap_in_bytes > 0) swap_in_->Increment(static_cast<double>(swap_in_bytes));
   if (swap_out_bytes > 0) swap_out_->Increment(static_cast<double>(swap_out_bytes));
+}
+
+void WorkerMetrics::RecordStepParts(const StepProfile& profile) {
+  if (!bound()) return;
+  const StepTimes* now[kKinds] = {&profile.decode, &profile.other};
+  StepTimes* seen[kKinds] = {&reported_.decode, &reported_.other};
+  for (int k = 0; k < kKinds; ++k) {
+    if (now[k]->steps == seen[k]->steps) continue;
+    steps_[k]->Increment(static_cast<double>(now[k]->steps - seen[k]->steps));
+    for (int p = 0; p < kParts; ++p) {
+      const int64_t nanos = now[k]->nanos[p] - seen[k]->nanos[p];
+      if (nanos > 0) parts_[k][p]->Increment(1e-9 * static_cast<double>(nanos));
+    }
+    *seen[k] = *now[k];
+  }
 }
 
 }  // namespace folio

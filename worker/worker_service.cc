@@ -149,6 +149,9 @@ grpc::Status WorkerService::Load(const v1::InitializeRequest& request,
   } else {
     absl::StatusOr<std::unique_ptr<CpuWorker>> cpu = LoadCpuWorker(request, world, *kv_storage, &comm);
     if (!cpu.ok()) return ToGrpc(cpu.status());
+    // Two clock reads a part and layer (microseconds a step against
+    // milliseconds of forward): kept on whenever there are metrics.
+    if (options_.metrics != nullptr) (*cpu)->set_step_profile(&step_profile_);
     worker = std::move(*cpu);
   }
   response->set_num_device_blocks(static_cast<uint32_t>(std::max(worker->DeviceBlocksThatFit(), 0)));
@@ -323,6 +326,7 @@ void WorkerService::RunStep(const v1::StepPlan& proto, v1::StepResult* result) {
     options_.metrics->RecordStep(result->forward_seconds(), result->allreduce_seconds(),
                                  block_bytes * proto.swap_in_size(),
                                  block_bytes * proto.swap_out_size());
+    options_.metrics->RecordStepParts(step_profile_);
   }
 }
 

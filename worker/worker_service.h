@@ -151,6 +151,10 @@ class WorkerService final : public v1::Worker::Service {
   // them; the latter may call comm_->Abort(), which is thread-safe, first).
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<ModelWorker> worker_;
+  // A CPU worker's step time by part, when there are metrics: summed here
+  // for the life of the service (across Initializes), read after each step
+  // by the Step stream's thread.
+  StepProfile step_profile_;
 };
 
 }  // namespace folio

@@ -2,7 +2,8 @@
 // through Initialize -> AllocateCache -> Step by a real Scheduler (swap
 // preemption in a tiny pool) on the demo model, scraped over HTTP: one step
 // and one all-reduce observation per step, swap bytes = blocks swapped x
-// block bytes, labels model and rank. And the folio-worker binary's
+// block bytes, labels model and rank; the CPU worker's steps by kind and
+// their time by part of the forward pass. And the folio-worker binary's
 // --metrics-port flag.
 
 #include "worker/worker_metrics.h"
@@ -100,7 +101,7 @@ TEST(WorkerMetricsTest, StepsAllReducesAndSwapBytesAreCounted) {
   grpc::ClientContext step_ctx;
   step_ctx.set_deadline(In(300));
   auto stream = stub->Step(&step_ctx);
-  int64_t steps = 0, swapped_in = 0, swapped_out = 0;
+  int64_t steps = 0, decode_steps = 0, swapped_in = 0, swapped_out = 0;
   auto tokens = testing::RunGreedy(**scheduler, testing::MixedPrompts(2040, 8, 5),
                                    [&](const StepPlan& plan) -> absl::StatusOr<StepResult> {
     v1::StepPlan proto;
@@ -109,6 +110,8 @@ TEST(WorkerMetricsTest, StepsAllReducesAndSwapBytesAreCounted) {
     v1::StepResult result;
     if (!stream->Read(&result)) return absl::UnavailableError("read");
     ++steps;
+    // The worker's own test: one token for every sequence in the batch.
+    if (plan.num_scheduled_tokens == static_cast<int32_t>(plan.scheduled.size())) ++decode_steps;
     swapped_in += static_cast<int64_t>(plan.swap_in.size());
     swapped_out += static_cast<int64_t>(plan.swap_out.size());
     StepResult out;
@@ -136,6 +139,37 @@ TEST(WorkerMetricsTest, StepsAllReducesAndSwapBytesAreCounted) {
   const double block_bytes = static_cast<double>(init.block_bytes());
   EXPECT_EQ(e.Value("folio_worker_swap_bytes_total", in), block_bytes * swapped_in);
   EXPECT_EQ(e.Value("folio_worker_swap_bytes_total", out), block_bytes * swapped_out);
+
+  // Steps by kind, and their time by part: every part of the forward pass
+  // has a series; the parts a one-rank step runs took time, the all-reduce
+  // none; together they fit in the steps' own time.
+  EXPECT_EQ(e.types.at("folio_worker_steps_total"), "counter");
+  EXPECT_EQ(e.types.at("folio_worker_step_part_seconds_total"), "counter");
+  std::map<std::string, std::string> decode = rank0, prompt = rank0;
+  decode["kind"] = "decode";
+  prompt["kind"] = "prompt";
+  ASSERT_GT(decode_steps, 0);
+  ASSERT_LT(decode_steps, steps);
+  EXPECT_EQ(e.Value("folio_worker_steps_total", decode), decode_steps);
+  EXPECT_EQ(e.Value("folio_worker_steps_total", prompt), steps - decode_steps);
+  double parts_seconds = 0;
+  for (const auto& kind : {decode, prompt}) {
+    EXPECT_EQ(e.Find("folio_worker_step_part_seconds_total", kind).size(),
+              static_cast<size_t>(StepPart::kCount));
+    for (const char* part : {"plan", "qkv_gemm", "attention", "mlp_gemms", "lm_head", "sampling"}) {
+      std::map<std::string, std::string> labels = kind;
+      labels["part"] = part;
+      EXPECT_GT(e.Value("folio_worker_step_part_seconds_total", labels).value_or(0), 0)
+          << kind.at("kind") << " " << part;
+    }
+    std::map<std::string, std::string> allreduce = kind;
+    allreduce["part"] = "all_reduce";
+    EXPECT_EQ(e.Value("folio_worker_step_part_seconds_total", allreduce), 0);
+    for (const testing::Sample& sample : e.Find("folio_worker_step_part_seconds_total", kind)) {
+      parts_seconds += sample.value;
+    }
+  }
+  EXPECT_LE(parts_seconds, e.Value("folio_worker_step_seconds_sum", rank0).value_or(0));
   server->Shutdown(In(5));
 }
 
