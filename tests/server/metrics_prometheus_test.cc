@@ -367,7 +367,8 @@ TEST(MetricsPrometheusTest, PrometheusScrapesTheSchedulerAndTheWorker) {
   }
   // The core panels have data (a number, not NaN) after the workload.
   for (const char* title : {"KV cache usage (device)", "Requests running / waiting", "Token throughput",
-                            "Time to first token", "KV cache block usage by pool"}) {
+                            "Time to first token", "KV cache block usage by pool",
+                            "CPU worker decode step by part"}) {
     EXPECT_GT(with_data[title], 0) << "dashboard panel \"" << title << "\" has no data";
   }
   // Throughput over the last minute: the workload generated tokens.
