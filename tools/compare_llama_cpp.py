@@ -84,7 +84,8 @@ def serve_folio(folio, args, concurrency, log):
     proc = subprocess.Popen(
         [folio, "serve", "--model", args.model, "--port", str(free_port()), "--http-port",
          str(port), "--metrics-port", "0", "--worker-base-port", str(free_port()),
-         "--max-model-len", str(args.input_len + args.output_len + 16), *args.folio_flags],
+         "--max-model-len", str(args.input_len + args.output_len + 16), *args.folio_flags,
+         *args.folio_serve_flags],
         stdout=log, stderr=log, start_new_session=True)
     wait_http(f"http://127.0.0.1:{port}/health", proc)
     return proc, port
@@ -139,9 +140,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--folio-flags", default="", help="extra flags for folio run / serve")
+    ap.add_argument("--folio-serve-flags", default="",
+                    help="extra flags for folio serve only (e.g. --stream-interval 8)")
     ap.add_argument("--llama-flags", default="", help="extra flags for llama-server / bench")
     args = ap.parse_args()
     args.folio_flags = args.folio_flags.split()
+    args.folio_serve_flags = args.folio_serve_flags.split()
     args.llama_flags = args.llama_flags.split()
     with open(os.path.join(args.model, "config.json")) as f:
         args.vocab_size = json.load(f)["vocab_size"]
