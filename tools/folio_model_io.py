@@ -66,6 +66,11 @@ def hf_torch_dtype(dtype):
     return _HF_TORCH_DTYPE[st_dtype(dtype)]
 
 
+def torch_dtype(dtype):
+    """The torch dtype a safetensors dtype name ('bf16', 'F32', ...) stores."""
+    return _DTYPES[st_dtype(dtype)][0]
+
+
 def _tensor_bytes(tensor, dtype):
     """Raw little-endian bytes of `tensor` converted to safetensors `dtype`."""
     torch_dtype, np_dtype, _ = _DTYPES[dtype]

@@ -48,6 +48,11 @@ computes it: see train_demo_model.rope_inv_freq). Every reference sequence
 (folio_model_io.served_context: max_position_embeddings, times the factor of linear
 rope scaling; original_max_position_embeddings times the factor for yarn).
 
+With --device (cpu, cuda, ...) the tensors are drawn one at a time on that device in
+the stored dtype, never as a float32 torch model: an 8B-parameter model in seconds on
+a GPU (tests/gpu/run_serving_gpu.sh), from a different random stream than the default
+path, and without --reference.
+
 The tokenizer is models/folio-demo/tokenizer.json when it exists (its first merges
 only, if --vocab-size is below 2048; specials always take the last two ids of the
 tokenizer), otherwise a plain byte-level one without merges.
@@ -127,7 +132,12 @@ def parse_args(argv=None):
     ap.add_argument("--min-margin", type=float, default=1e-3,
                     help="skip random prompts whose greedy top-2 logits come closer than this")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default=None,
+                    help="draw each tensor on this torch device (cpu, cuda) in the stored dtype, "
+                         "without building the float32 model (big shapes; no --reference)")
     a = ap.parse_args(argv)
+    if a.device and a.reference:
+        ap.error("--reference needs the float32 model: leave out --device")
     if a.sliding_window is not None:
         if not (a.mistral or a.qwen2):
             ap.error("--sliding-window needs --mistral or --qwen2")
@@ -224,6 +234,23 @@ def random_weights(model, std, generator):
                 p.copy_(std * torch.randn(p.shape, generator=generator))
 
 
+def random_tensors(cfg, dtype, std, seed, device):
+    """random_weights' distributions, each tensor drawn on `device` and stored in `dtype`
+    right away: memory for one float32 tensor at a time, not the whole model."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    out = {}
+    for name, shape in mio.hf_tensor_shapes(cfg).items():
+        t = torch.randn(shape, generator=g, device=device, dtype=torch.float32)
+        if name.endswith("norm.weight"):
+            t = 1.0 + 0.1 * t
+        elif name.endswith(".bias"):
+            t = 0.1 * t
+        else:
+            t = std * t
+        out[name] = t.to(mio.torch_dtype(dtype)).cpu()
+    return out
+
+
 def random_reference(model, tok, cfg, count, max_tokens, generator, min_margin=1e-3,
                      lengths=DEFAULT_PROMPT_LENGTHS):
     """reference.json's dict: prompts of BOS + lengths[k] random ids, taking lengths in turn."""
@@ -289,11 +316,14 @@ def main(argv=None):
         if f.endswith(".safetensors") or f in ("model.safetensors.index.json", "reference.json"):
             os.remove(os.path.join(a.out, f))
 
-    g = torch.Generator().manual_seed(a.seed)
-    model = tdm.LlamaForCausalLM(cfg)
-    random_weights(model, a.std, g)
     dtype = mio.st_dtype(a.dtype)
-    state = {k: mio.round_to_dtype(v, dtype) for k, v in model.state_dict().items()}
+    if a.device:
+        state = random_tensors(cfg, dtype, a.std, a.seed, a.device)
+    else:
+        g = torch.Generator().manual_seed(a.seed)
+        model = tdm.LlamaForCausalLM(cfg)
+        random_weights(model, a.std, g)
+        state = {k: mio.round_to_dtype(v, dtype) for k, v in model.state_dict().items()}
     shapes = mio.hf_tensor_shapes(cfg)
     assert set(state) == set(shapes), set(state) ^ set(shapes)
     for k, v in state.items():

@@ -337,6 +337,30 @@ class RandomModelTest(unittest.TestCase):
         self.assertEqual(cfg["max_window_layers"], 0)
         self.assertEqual(tdm.layer_sliding_windows(cfg), [3, 3])
 
+    def test_device_path_draws_each_tensor_in_the_stored_dtype(self):
+        d = os.path.join(self.tmp, "dev")
+        make_random_model.main(["--out", d, "--hidden-size", "64", "--layers", "2", "--heads", "4",
+                                "--kv-heads", "2", "--head-dim", "32", "--intermediate-size", "96",
+                                "--vocab-size", "300", "--qwen2", "--device", "cpu"])
+        with open(os.path.join(d, "config.json")) as f:
+            cfg = json.load(f)
+        self.assertFalse(os.path.exists(os.path.join(d, "reference.json")))
+        tensors = mio.load_model_dir_tensors(d, as_float32=False)
+        self.assertEqual(set(tensors), set(mio.hf_tensor_shapes(cfg)))
+        for name, t in tensors.items():
+            self.assertEqual(t.dtype, torch.bfloat16, name)
+            x = t.float()
+            # random_weights' distributions: norms 1 + N(0, 0.1), biases N(0, 0.1),
+            # matrices N(0, --std 0.02).
+            mean, std = (1.0, 0.1) if name.endswith("norm.weight") else \
+                (0.0, 0.1) if name.endswith(".bias") else (0.0, 0.02)
+            self.assertAlmostEqual(x.mean().item(), mean, delta=4 * std / x.numel() ** 0.5 + 1e-3,
+                                   msg=name)
+            if x.numel() >= 1000:
+                self.assertAlmostEqual(x.std().item(), std, delta=0.1 * std, msg=name)
+        with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
+            make_random_model.parse_args(["--out", self.tmp, "--device", "cpu", "--reference", "2"])
+
     def test_sliding_window_flag_errors(self):
         bad = [["--sliding-window", "4"],  # Llama: no window
                ["--mistral", "--max-window-layers", "1", "--sliding-window", "4"],
