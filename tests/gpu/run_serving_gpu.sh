@@ -15,7 +15,11 @@
 #   4. the decode step at batch 1, 64 and 256 (the median gap between tokens
 #      while C streams of 128 random prompt tokens decode 256 tokens together)
 #      against its byte roofline: (weight bytes + the KV bytes a step reads) /
-#      the copy bandwidth of step 2.
+#      the copy bandwidth of step 2;
+#   5. the prefix cache's host tier: a multi-turn chat workload
+#      (tools/make_multiturn_dataset.py, each turn re-sends its history) whose
+#      histories outgrow a device pool of ~1500 tokens but fit the host pool,
+#      with --no-host-prefix-cache and with the tier: mean / p99 TTFT.
 # A configuration the build cannot serve (it refuses the flag or never becomes
 # ready) is reported as not run and skipped; a failed benchmark fails the script.
 # Binaries: .gpu-carry/cluster.tar.xz (tests/gpu/prepare_cluster_carry.sh),
@@ -50,6 +54,7 @@ case "$SHAPE" in
     CONCURRENCY="${CONCURRENCY:-1 16 64 256}"
     ROOFLINE_BATCHES="${ROOFLINE_BATCHES:-1 64 256}"
     MAX_MODEL_LEN=4096
+    TIER_FLAGS=(--kv-cache-mb 192 --swap-space-mb 4096 --max-model-len 1024)  # 128 KiB a token (bf16)
     ;;
   tiny)
     SHAPE_FLAGS=(--hidden-size 256 --layers 2 --heads 8 --kv-heads 2 --head-dim 32
@@ -57,6 +62,7 @@ case "$SHAPE" in
     CONCURRENCY="${CONCURRENCY:-1 4}"
     ROOFLINE_BATCHES="${ROOFLINE_BATCHES:-1 4}"
     MAX_MODEL_LEN=2048
+    TIER_FLAGS=(--kv-cache-mb 2 --swap-space-mb 64 --max-model-len 1024)  # 1 KiB a token (fp32, CPU)
     ;;
   *) echo "run_serving_gpu.sh: SHAPE is 8b or tiny, not $SHAPE" >&2; exit 1 ;;
 esac
@@ -171,6 +177,18 @@ for kv in ${KV_DTYPES:-auto fp8}; do
   done
 done
 
+if [[ "${HOST_TIER:-1}" == 1 ]]; then
+  "$PYTHON" "$ROOT/tools/make_multiturn_dataset.py" --out "$CLUSTER_DIR/multiturn.jsonl" >/dev/null
+  for tier in off on; do
+    flags=("${TIER_FLAGS[@]}")
+    if [[ "$tier" == off ]]; then flags+=(--no-host-prefix-cache); fi
+    elapsed "== host tier $tier: folio serve ${flags[*]}"
+    serve "${flags[@]}" || { echo "{\"config\": \"host tier $tier\", \"not_run\": true}" >>"$RESULTS"; continue; }
+    bench "host tier $tier" multiturn 1 --dataset "$CLUSTER_DIR/multiturn.jsonl" --num-prompts 32
+    stop_serve
+  done
+fi
+
 elapsed "== results"
 "$PYTHON" - "$MODEL/config.json" "$COPY_GBPS" "$RESULTS" "${OUT:-}" <<'PY' || failed+=("results")
 import json, os, sys
@@ -192,6 +210,16 @@ for r in rows:
         s = r["summary"]
         print(f"| {r['config']} | {r['concurrency']} | {s['output_throughput']:.0f} | "
               f"{s['ttft_ms']['mean']:.1f} | {s['ttft_ms']['p99']:.1f} | {s['tpot_ms']['mean']:.2f} |")
+tier = {r["config"]: r["summary"] for r in rows if r.get("kind") == "multiturn"}
+if tier:
+    print("\n| multi-turn, 1 stream | mean TTFT ms | p99 TTFT ms | output tok/s |")
+    print("|---|---|---|---|")
+    for name, s in tier.items():
+        print(f"| {name} | {s['ttft_ms']['mean']:.1f} | {s['ttft_ms']['p99']:.1f} | "
+              f"{s['output_throughput']:.1f} |")
+    off, on = tier.get("host tier off"), tier.get("host tier on")
+    if off and on and on["ttft_ms"]["mean"] > 0:
+        print(f"| off / on | {off['ttft_ms']['mean'] / on['ttft_ms']['mean']:.2f}x lower with the tier | | |")
 print("\n| config | decode batch | step ms (median ITL) | roofline ms | x roofline | target |")
 print("|---|---|---|---|---|---|")
 report = {"copy_gbps": copy_gbps, "parameters": params, "runs": rows, "roofline": []}
