@@ -227,7 +227,11 @@ for r in rows:
     if r.get("not_run") or r["kind"] != "decode":
         continue
     c = r["concurrency"]
-    kv_bytes = {"float32": 4, "bfloat16": 2, "float16": 2}.get(r.get("kv_cache_dtype"), 1)
+    kv_bytes = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1,
+                "fp8_e4m3": 1}.get(r.get("kv_cache_dtype"))
+    if kv_bytes is None:
+        print(f"| {r['config']} | {c} | KV dtype {r.get('kv_cache_dtype')!r} unknown: no roofline | | | |")
+        continue
     # Every weight but the embedding table (C rows of it), bf16; the KV of C
     # sequences at the decode phase's mean context, 128 + 256 / 2, in the
     # dtype the scheduler reported (fp8 / int8 scales: 0.2%, left out).
