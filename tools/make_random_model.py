@@ -222,32 +222,31 @@ def make_config(a, tok):
         max_window_layers=a.max_window_layers, config_layout=a.config_layout)
 
 
+def initial_values(name, normal, std):
+    """A tensor's values from standard normal draws: norms 1 + N(0, 0.1), biases
+    N(0, 0.1), matrices N(0, std): every tensor matters."""
+    if name.endswith("norm.weight"):
+        return 1.0 + 0.1 * normal
+    if name.endswith(".bias"):
+        return 0.1 * normal
+    return std * normal
+
+
 def random_weights(model, std, generator):
-    """Normal(0, std) matrices, norms 1 + N(0, 0.1), biases N(0, 0.1): every tensor matters."""
+    """initial_values for every parameter of the float32 torch model."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator))
-            elif name.endswith(".bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=generator))
-            else:
-                p.copy_(std * torch.randn(p.shape, generator=generator))
+            p.copy_(initial_values(name, torch.randn(p.shape, generator=generator), std))
 
 
 def random_tensors(cfg, dtype, std, seed, device):
-    """random_weights' distributions, each tensor drawn on `device` and stored in `dtype`
+    """initial_values for every tensor, each drawn on `device` and stored in `dtype`
     right away: memory for one float32 tensor at a time, not the whole model."""
     g = torch.Generator(device=device).manual_seed(seed)
     out = {}
     for name, shape in mio.hf_tensor_shapes(cfg).items():
-        t = torch.randn(shape, generator=g, device=device, dtype=torch.float32)
-        if name.endswith("norm.weight"):
-            t = 1.0 + 0.1 * t
-        elif name.endswith(".bias"):
-            t = 0.1 * t
-        else:
-            t = std * t
-        out[name] = t.to(mio.torch_dtype(dtype)).cpu()
+        normal = torch.randn(shape, generator=g, device=device, dtype=torch.float32)
+        out[name] = initial_values(name, normal, std).to(mio.torch_dtype(dtype)).cpu()
     return out
 
 
