@@ -109,10 +109,13 @@ stop_serve() {
 }
 trap 'stop_serve; rm -rf "$CLUSTER_DIR"' EXIT
 
-# Starts folio serve with the given flags and waits until it answers; 1 when
-# it exits or never answers (the flags are not served by this build: reported
-# and skipped). Sets SERVED_KV to the cache dtype the scheduler reports.
+# Starts folio serve for configuration $1 with the flags after it and waits
+# until it answers; 1 when it exits or never answers (the flags are not served
+# by this build: reported, recorded in $RESULTS as not run, and skipped). Sets
+# SERVED_KV to the cache dtype the scheduler reports.
 serve() {
+  local config="$1"
+  shift
   SERVE_LOG="$CLUSTER_DIR/serve.$RANDOM.log"
   "$B/folio" serve --model "$MODEL" --device "$DEVICE" --port "$PORT" --http-port 0 \
     --worker-base-port "$WORKER_PORT" --metrics-port 0 --max-model-len "$MAX_MODEL_LEN" "$@" \
@@ -125,6 +128,7 @@ serve() {
     if ! kill -0 "$SERVE_PID" 2>/dev/null || ((waited >= READY_TIMEOUT_S)); then
       echo "   not served by this build; the log ends:"
       tail -n 3 "$SERVE_LOG" | sed 's/^/     /'
+      echo "{\"config\": \"$config\", \"not_run\": true}" >>"$RESULTS"
       stop_serve
       return 1
     fi
@@ -164,7 +168,7 @@ for kv in ${KV_DTYPES:-auto fp8}; do
     flags=(--kv-cache-dtype "$kv")
     if [[ "$mode" == eager && "${#GRAPH_MODES[@]}" -gt 1 ]]; then flags+=(--enforce-eager); fi
     elapsed "== $config: folio serve ${flags[*]}"
-    serve "${flags[@]}" || { echo "{\"config\": \"$config\", \"not_run\": true}" >>"$RESULTS"; continue; }
+    serve "$config" "${flags[@]}" || continue
     for c in $CONCURRENCY; do
       prompts=$((c == 1 ? 4 : 2 * c))
       bench "$config" sharegpt "$c" --dataset sharegpt --num-prompts "$prompts"
@@ -183,7 +187,7 @@ if [[ "${HOST_TIER:-1}" == 1 ]]; then
     flags=("${TIER_FLAGS[@]}")
     if [[ "$tier" == off ]]; then flags+=(--no-host-prefix-cache); fi
     elapsed "== host tier $tier: folio serve ${flags[*]}"
-    serve "${flags[@]}" || { echo "{\"config\": \"host tier $tier\", \"not_run\": true}" >>"$RESULTS"; continue; }
+    serve "host tier $tier" "${flags[@]}" || continue
     bench "host tier $tier" multiturn 1 --dataset "$CLUSTER_DIR/multiturn.jsonl" --num-prompts 32
     stop_serve
   done
